@@ -1,0 +1,314 @@
+//! Command-line definitions: what the user typed (clap structs), and their
+//! conversion into validated planner values before any work starts.
+//!
+//! Options that every model command shares (context, batch, GPU layers, cache
+//! types, hardware overrides) are defined once here and flattened into each
+//! subcommand, so `plan`, `run` and `chat` cannot drift apart.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use headroom_planner::gguf::GgmlType;
+use headroom_planner::hw::{self, Overrides};
+use headroom_planner::plan::{FlashAttn, Settings};
+
+/// headroom: know before you load whether a model fits.
+#[derive(Debug, Parser)]
+#[command(name = "headroom", version, about, long_about = None)]
+pub struct Cli {
+    /// Plan for another machine (these apply to every command).
+    #[command(flatten)]
+    pub machine: MachineArgs,
+    /// More log output (-v: info, -vv: debug, including llama.cpp's own log).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Plan how a model loads on this machine: memory per device, verdict, speed, llama.cpp flags.
+    Plan(PlanArgs),
+    /// Show the detected hardware (RAM, cgroup and process limits, GPUs, CPU).
+    Hw(HwArgs),
+    /// Print llama.cpp's own memory accounting for a model (a no_alloc load: no weights are read).
+    #[command(name = "llama-accounting")]
+    LlamaAccounting(LlamaAccountingArgs),
+    /// Print the path of the demo model, fetching and verifying it first if needed.
+    #[command(name = "demo-model")]
+    DemoModel,
+}
+
+/// Hardware overrides shared by every command.
+#[derive(Debug, Clone, Default, Args)]
+pub struct MachineArgs {
+    /// Plan as if the machine had this much RAM available (e.g. 2GiB, 512MiB).
+    #[arg(long, global = true, value_name = "SIZE")]
+    pub ram: Option<String>,
+    /// GPU memory per GPU, comma-separated (e.g. 8GiB or 24GiB,24GiB); 0 for no GPU.
+    #[arg(long, global = true, value_name = "SIZE[,SIZE…]")]
+    pub vram: Option<String>,
+    /// A hardware profile (TOML) to plan for instead of this machine.
+    #[arg(long = "hw", global = true, value_name = "FILE")]
+    pub hw_file: Option<PathBuf>,
+}
+
+impl MachineArgs {
+    /// Validate into planner overrides.
+    ///
+    /// # Errors
+    /// A size that does not parse.
+    pub fn overrides(&self) -> Result<Overrides> {
+        let ram_bytes = self.ram.as_deref().map(hw::parse_size).transpose().context("--ram")?;
+        let vram_bytes = match self.vram.as_deref() {
+            None => None,
+            Some(list) => Some(
+                list.split(',')
+                    .map(|s| hw::parse_size(s.trim()))
+                    .collect::<Result<Vec<u64>, _>>()
+                    .context("--vram")?
+                    .into_iter()
+                    .filter(|&b| b > 0)
+                    .collect(),
+            ),
+        };
+        Ok(Overrides { ram_bytes, vram_bytes, profile: self.hw_file.clone() })
+    }
+}
+
+/// Flash attention, as llama.cpp's `--flash-attn` spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FlashAttnArg {
+    /// Let llama.cpp decide (on when the backend supports it).
+    Auto,
+    /// Always on.
+    On,
+    /// Always off.
+    Off,
+}
+
+/// Context and placement options shared by `plan`, `run` and `chat`
+/// (llama.cpp's names and defaults).
+#[derive(Debug, Clone, Args)]
+pub struct ContextArgs {
+    /// Context size in tokens (default: at least 4096, grown up to 32768 while it costs no GPU layer).
+    #[arg(short = 'c', long = "ctx-size", value_name = "N")]
+    pub ctx_size: Option<u32>,
+    /// Logical batch size.
+    #[arg(short = 'b', long = "batch-size", value_name = "N", default_value_t = 2048)]
+    pub batch_size: u32,
+    /// Physical batch size (-ub).
+    #[arg(long = "ubatch-size", value_name = "N", default_value_t = 512)]
+    pub ubatch_size: u32,
+    /// Parallel sequences sharing the context (-np).
+    #[arg(long = "parallel", value_name = "N", default_value_t = 1)]
+    pub parallel: u32,
+    /// Layers to put on the GPU (-ngl); default: as many as fit.
+    #[arg(long = "n-gpu-layers", value_name = "N")]
+    pub n_gpu_layers: Option<u32>,
+    /// KV cache type for K (-ctk): f16, bf16, q8_0, q4_0, …
+    #[arg(long = "cache-type-k", value_name = "TYPE", default_value = "f16")]
+    pub cache_type_k: String,
+    /// KV cache type for V (-ctv).
+    #[arg(long = "cache-type-v", value_name = "TYPE", default_value = "f16")]
+    pub cache_type_v: String,
+    /// Flash attention (-fa).
+    #[arg(long = "flash-attn", value_enum, default_value_t = FlashAttnArg::Auto)]
+    pub flash_attn: FlashAttnArg,
+    /// Full-size cache for sliding-window layers (as llama.cpp's --swa-full).
+    #[arg(long = "swa-full")]
+    pub swa_full: bool,
+    /// Read weights into anonymous memory instead of mapping the file.
+    #[arg(long = "no-mmap")]
+    pub no_mmap: bool,
+    /// Do not repack CPU weights into llama.cpp's CPU_REPACK buffer (saves RAM, costs speed).
+    #[arg(long = "no-repack")]
+    pub no_repack: bool,
+    /// Safety margin: per GPU (default 512MiB) and for RAM (default 5%, at least 128MiB).
+    #[arg(long = "margin", value_name = "SIZE")]
+    pub margin: Option<String>,
+}
+
+impl ContextArgs {
+    /// Validate into planner settings.
+    ///
+    /// # Errors
+    /// Out-of-range numbers or an unknown cache type.
+    pub fn settings(&self) -> Result<Settings> {
+        let cache = |s: &str, flag: &str| -> Result<GgmlType> {
+            let ty = GgmlType::from_name(s).with_context(|| format!("{flag}: unknown cache type '{s}'"))?;
+            if !headroom_planner::memory::is_valid_cache_type(ty) {
+                bail!("{flag}: '{s}' cannot be used for the KV cache (f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1)");
+            }
+            Ok(ty)
+        };
+        if self.batch_size == 0 || self.ubatch_size == 0 || self.parallel == 0 {
+            bail!("--batch-size, --ubatch-size and --parallel must be at least 1");
+        }
+        if self.ctx_size == Some(0) {
+            bail!("--ctx-size must be at least 1 (0 means the training context in llama.cpp; give it explicitly)");
+        }
+        Ok(Settings {
+            n_ctx: self.ctx_size,
+            n_batch: self.batch_size,
+            n_ubatch: self.ubatch_size,
+            n_parallel: self.parallel,
+            n_gpu_layers: self.n_gpu_layers,
+            cache_type_k: cache(&self.cache_type_k, "--cache-type-k")?,
+            cache_type_v: cache(&self.cache_type_v, "--cache-type-v")?,
+            flash_attn: match self.flash_attn {
+                FlashAttnArg::Auto => FlashAttn::Auto,
+                FlashAttnArg::On => FlashAttn::On,
+                FlashAttnArg::Off => FlashAttn::Off,
+            },
+            swa_full: self.swa_full,
+            mmap: !self.no_mmap,
+            repack: !self.no_repack,
+            margin_bytes: self.margin.as_deref().map(hw::parse_size).transpose().context("--margin")?,
+        })
+    }
+}
+
+/// `headroom plan`.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// GGUF files or directories of them (several: choose the best quantization); `demo` or nothing: the demo model.
+    #[arg(value_name = "MODEL")]
+    pub models: Vec<String>,
+    /// Context and placement options.
+    #[command(flatten)]
+    pub ctx: ContextArgs,
+    /// Print the plan as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+    /// Draw how each device's memory grows with context against its budget.
+    #[arg(long)]
+    pub curve: bool,
+}
+
+/// `headroom hw`.
+#[derive(Debug, Args)]
+pub struct HwArgs {
+    /// Print as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `headroom llama-accounting`.
+#[derive(Debug, Args)]
+pub struct LlamaAccountingArgs {
+    /// GGUF file (`demo` or nothing: the demo model).
+    #[arg(value_name = "MODEL")]
+    pub model: Option<String>,
+    /// Context and placement options.
+    #[command(flatten)]
+    pub ctx: ContextArgs,
+    /// Print as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// llama.cpp's multi-letter single-dash flags, and the long forms clap knows.
+const LLAMA_SHORT_FLAGS: &[(&str, &str)] = &[
+    ("-ngl", "--n-gpu-layers"),
+    ("-ctk", "--cache-type-k"),
+    ("-ctv", "--cache-type-v"),
+    ("-fa", "--flash-attn"),
+    ("-ub", "--ubatch-size"),
+    ("-np", "--parallel"),
+];
+
+/// Rewrite llama.cpp's multi-letter short flags (`-ngl 20`, `-fa=on`) to their
+/// long forms, because clap would read `-fa` as `-f a`. Stops at `--`.
+pub fn rewrite_llama_flags(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
+    let mut out = Vec::new();
+    let mut passthrough = false;
+    for arg in args {
+        if passthrough {
+            out.push(arg);
+            continue;
+        }
+        let Some(s) = arg.to_str() else {
+            out.push(arg);
+            continue;
+        };
+        if s == "--" {
+            passthrough = true;
+            out.push(arg);
+            continue;
+        }
+        let rewritten = LLAMA_SHORT_FLAGS.iter().find_map(|(short, long)| {
+            if s == *short {
+                Some(OsString::from(*long))
+            } else {
+                s.strip_prefix(short).and_then(|rest| rest.strip_prefix('=')).map(|v| OsString::from(format!("{long}={v}")))
+            }
+        });
+        out.push(rewritten.unwrap_or(arg));
+    }
+    out
+}
+
+/// Parse (already rewritten) arguments.
+///
+/// # Errors
+/// clap's error, which knows how to print itself and its exit code.
+pub fn parse(args: Vec<OsString>) -> Result<Cli, clap::Error> {
+    Cli::try_parse_from(args)
+}
+
+/// Log to stderr at the level `-v` asks for (`RUST_LOG` wins when set).
+pub fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strs(v: &[&str]) -> Vec<OsString> {
+        v.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn multi_letter_flags_become_long_flags() {
+        let out = rewrite_llama_flags(strs(&["headroom", "plan", "m.gguf", "-ngl", "20", "-fa=off", "-ctk", "q8_0", "--", "-np"]));
+        assert_eq!(
+            out,
+            strs(&["headroom", "plan", "m.gguf", "--n-gpu-layers", "20", "--flash-attn=off", "--cache-type-k", "q8_0", "--", "-np"])
+        );
+    }
+
+    #[test]
+    fn rewritten_flags_parse() {
+        let cli = parse(rewrite_llama_flags(strs(&["headroom", "plan", "x.gguf", "-ngl", "7", "-fa", "off", "-c", "8192", "-ub", "256", "-np", "2"])))
+            .expect("parses");
+        let Command::Plan(p) = cli.command else { panic!("not plan") };
+        let s = p.ctx.settings().expect("valid");
+        assert_eq!(s.n_gpu_layers, Some(7));
+        assert_eq!(s.flash_attn, FlashAttn::Off);
+        assert_eq!(s.n_ctx, Some(8192));
+        assert_eq!(s.n_ubatch, 256);
+        assert_eq!(s.n_parallel, 2);
+    }
+
+    #[test]
+    fn bad_cache_type_is_an_error() {
+        let cli = parse(strs(&["headroom", "plan", "x.gguf", "--cache-type-k", "q4_k"])).expect("parses");
+        let Command::Plan(p) = cli.command else { panic!("not plan") };
+        let err = p.ctx.settings().expect_err("q4_k is not a cache type");
+        assert!(format!("{err:#}").contains("--cache-type-k"));
+    }
+}

@@ -1,0 +1,65 @@
+//! `headroom hw`: what was detected (or simulated), as text or JSON.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use headroom_planner::hw::format_size;
+
+use super::hardware;
+use crate::cli::{HwArgs, MachineArgs};
+
+/// Run `headroom hw`.
+///
+/// # Errors
+/// A bad hardware profile or override.
+pub fn run(args: &HwArgs, machine: &MachineArgs) -> Result<ExitCode> {
+    let hw = hardware(machine)?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let mut v = serde_json::to_value(&hw)?;
+        if let Some(obj) = v.as_object_mut() {
+            obj.insert("ram_budget_bytes".into(), hw.ram.budget_bytes().into());
+            obj.insert("gpu_build".into(), super::gpu_build().into());
+            obj.insert("schema_version".into(), 1.into());
+        }
+        serde_json::to_writer_pretty(&mut out, &v)?;
+        writeln!(out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let r = &hw.ram;
+    writeln!(out, "RAM      {} total, {} available, budget {}", format_size(r.total_bytes), format_size(r.available_bytes), format_size(r.budget_bytes()))?;
+    if let Some(cg) = &r.cgroup {
+        let limit = cg.limit_bytes.map_or_else(|| "no limit".to_string(), format_size);
+        writeln!(out, "cgroup   v{} {}: limit {limit}, using {} ({} reclaimable)", cg.version, cg.path, format_size(cg.usage_bytes), format_size(cg.reclaimable_bytes))?;
+    }
+    for (name, lim) in [("RLIMIT_AS", r.rlimit_as_bytes), ("RLIMIT_DATA", r.rlimit_data_bytes)] {
+        if let Some(l) = lim {
+            writeln!(out, "limit    {name} {}", format_size(l))?;
+        }
+    }
+    writeln!(out, "swap     {} total, {} free", format_size(r.swap_total_bytes), format_size(r.swap_free_bytes))?;
+    writeln!(
+        out,
+        "memory   bandwidth {:.1} GB/s ({})",
+        r.bandwidth_bytes_per_s / 1e9,
+        if r.bandwidth_measured { "measured" } else { "assumed" }
+    )?;
+    let c = &hw.cpu;
+    writeln!(out, "CPU      {} ({}, {} cores, {} threads) {}", c.model, c.arch, c.physical_cores, c.logical_cores, c.features.join(" "))?;
+    if hw.gpus.is_empty() {
+        writeln!(out, "GPU      none")?;
+    }
+    for g in &hw.gpus {
+        let bw = g.bandwidth_bytes_per_s.map_or_else(String::new, |b| format!(", {:.0} GB/s", b / 1e9));
+        writeln!(out, "GPU{}     {} ({:?}): {} free of {}{bw}", g.index, g.name, g.vendor, format_size(g.free_bytes), format_size(g.total_bytes))?;
+    }
+    if let Some(u) = &hw.unified {
+        writeln!(out, "unified  GPU may use up to {} ({})", format_size(u.gpu_limit_bytes), u.source)?;
+    }
+    writeln!(out, "build    {}", if super::gpu_build() { "GPU backends available" } else { "CPU only" })?;
+    for n in &hw.notes {
+        writeln!(out, "note     {n}")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,124 @@
+//! Subcommand dispatch, the shared model and hardware resolution, and the
+//! mapping from errors to exit codes.
+
+mod accounting;
+mod hw;
+mod plan;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use headroom_planner::hw::{self as phw, HardwareSnapshot, ProbeOptions};
+use headroom_planner::profile::{self, ModelProfile};
+
+use crate::cli::{Cli, Command, MachineArgs};
+
+/// Exit code: the plan does not fit.
+pub const EXIT_DOES_NOT_FIT: u8 = 3;
+/// Exit code: bad usage.
+pub const EXIT_USAGE: u8 = 2;
+
+/// An error that is the user's way of calling us, not a failure (exit 2).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// Run the parsed command.
+///
+/// # Errors
+/// Any failure, with context for the one-line message `main` prints.
+pub fn dispatch(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Plan(args) => plan::run(&args, &cli.machine),
+        Command::Hw(args) => hw::run(&args, &cli.machine),
+        Command::LlamaAccounting(args) => accounting::run(&args),
+        Command::DemoModel => {
+            println!("{}", crate::demo::demo_model()?.display());
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// The exit code for an error.
+#[must_use]
+pub fn exit_code_for(err: &anyhow::Error) -> u8 {
+    if err.chain().any(|c| c.downcast_ref::<UsageError>().is_some()) { EXIT_USAGE } else { 1 }
+}
+
+/// Detect this machine, or load the profile, then apply `--ram`/`--vram`.
+///
+/// # Errors
+/// A profile that cannot be read, or an override that does not parse.
+pub fn hardware(machine: &MachineArgs) -> Result<HardwareSnapshot> {
+    let overrides = machine.overrides().map_err(|e| UsageError(format!("{e:#}")))?;
+    let base = match &overrides.profile {
+        Some(path) => phw::load_profile(path).with_context(|| format!("hardware profile {}", path.display()))?,
+        None => phw::probe(&ProbeOptions {
+            measure_bandwidth: true,
+            cache_dir: crate::demo::cache_dir().ok(),
+        }),
+    };
+    Ok(phw::apply_overrides(base, &overrides)?)
+}
+
+/// Resolve MODEL arguments to GGUF files: paths, directories of GGUF files,
+/// or `demo` (also when none is given).
+///
+/// # Errors
+/// A missing file, or a directory without GGUF files.
+pub fn resolve_models(models: &[String]) -> Result<Vec<PathBuf>> {
+    if models.is_empty() {
+        return Ok(vec![crate::demo::demo_model()?]);
+    }
+    let mut out = Vec::new();
+    for m in models {
+        if m == "demo" {
+            out.push(crate::demo::demo_model()?);
+            continue;
+        }
+        let path = Path::new(m);
+        if path.is_dir() {
+            let mut found: Vec<PathBuf> = std::fs::read_dir(path)
+                .with_context(|| format!("reading directory {m}"))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x.eq_ignore_ascii_case("gguf")))
+                .collect();
+            if found.is_empty() {
+                bail!("{m}: no .gguf files in this directory");
+            }
+            found.sort();
+            out.extend(found);
+        } else if path.exists() {
+            out.push(path.to_path_buf());
+        } else {
+            bail!("{m}: no such file (give a GGUF path, a directory of them, or `demo`)");
+        }
+    }
+    Ok(out)
+}
+
+/// Read a model's header (never its weights) and build its profile.
+///
+/// # Errors
+/// An unreadable or invalid GGUF, named with its path.
+pub fn load_profile(path: &Path) -> Result<ModelProfile> {
+    let header = headroom_planner::gguf::read_header_from_file(path)
+        .with_context(|| format!("{}: not a usable GGUF file", path.display()))?;
+    if let Some(key) = header.nested_array_key() {
+        bail!("{}: metadata key '{key}' holds nested arrays, which llama.cpp cannot load", path.display());
+    }
+    profile::profile(&header).with_context(|| format!("{}: invalid model", path.display()))
+}
+
+/// The llama.cpp build this binary links (the vendored llama-cpp-sys-2 version).
+#[must_use]
+pub fn llama_cpp_version() -> String {
+    "llama-cpp-sys-2 0.1.160".to_string()
+}
+
+/// Whether this build can use GPUs.
+#[must_use]
+pub fn gpu_build() -> bool {
+    false
+}

@@ -1,0 +1,53 @@
+//! `headroom plan`: plan one model file, or choose among several
+//! quantizations, and print the plan as a table, JSON or a curve.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use headroom_planner::plan::Plan;
+use headroom_planner::solve::{self, Build};
+
+use super::{EXIT_DOES_NOT_FIT, gpu_build, hardware, llama_cpp_version, load_profile, resolve_models};
+use crate::cli::{MachineArgs, PlanArgs};
+use crate::render;
+
+/// Run `headroom plan`.
+///
+/// # Errors
+/// Unreadable models, bad options or hardware profile.
+pub fn run(args: &PlanArgs, machine: &MachineArgs) -> Result<ExitCode> {
+    let settings = args.ctx.settings().map_err(|e| super::UsageError(format!("{e:#}")))?;
+    let hw = hardware(machine)?;
+    let paths = resolve_models(&args.models)?;
+    let build = Build { gpu: gpu_build() };
+    let mut plans = Vec::with_capacity(paths.len());
+    let mut bpw = Vec::with_capacity(paths.len());
+    let mut profiles = Vec::with_capacity(paths.len());
+    for path in &paths {
+        let profile = load_profile(path)?;
+        let mut plan = solve::plan(&profile, &path.display().to_string(), &settings, &hw, build);
+        plan.llama_cpp = llama_cpp_version();
+        bpw.push(solve::bits_per_weight(&profile));
+        plans.push(plan);
+        profiles.push(profile);
+    }
+    let best = solve::choose(plans, &bpw).ok_or_else(|| anyhow::anyhow!("no model to plan"))?;
+    let idx = paths.iter().position(|p| p.display().to_string() == best.model.path).unwrap_or(0);
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &best)?;
+        writeln!(out)?;
+    } else {
+        write!(out, "{}", render::plan_text(&best, &hw))?;
+        if args.curve {
+            let curve = render::curve::Curve::compute(&profiles[idx], &settings, &hw, build, &best);
+            write!(out, "\n{}", curve.draw(72, 16))?;
+        }
+    }
+    Ok(exit_for(&best))
+}
+
+fn exit_for(plan: &Plan) -> ExitCode {
+    if plan.verdict.fits() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_DOES_NOT_FIT) }
+}

@@ -1,0 +1,11 @@
+//! The `headroom` application: command-line front end, llama.cpp glue and
+//! output rendering around the pure `headroom-planner` library.
+//!
+//! Kept as a library beside the thin `main.rs` so integration tests and
+//! benchmarks can reach the llama.cpp accounting shim and the demo-model cache.
+
+pub mod cli;
+pub mod commands;
+pub mod demo;
+pub mod llama;
+pub mod render;

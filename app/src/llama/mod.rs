@@ -1,0 +1,22 @@
+//! headroom's direct line into llama.cpp, beyond what llama-cpp-2 wraps.
+//!
+//! * [`accounting`]: llama.cpp's own per-buffer memory accounting for a model
+//!   and context (through the C++ shim in `app/shim/`), without reading weights —
+//!   the ground truth the header-only planner is calibrated against.
+//! * [`params`], [`usage`], [`error`]: its inputs, outputs and failures.
+//! * [`quant`]: llama.cpp's quantization type choices, to check synthetic models.
+//! * [`backend`]: the one process-wide llama.cpp backend handle.
+
+pub mod accounting;
+pub mod backend;
+pub mod error;
+mod ffi;
+pub mod params;
+pub mod quant;
+pub mod usage;
+
+pub use accounting::{breakdown, memory_breakdown};
+pub use error::AccountingError;
+pub use params::{AccountingParams, FlashAttn, SplitMode, TensorOverride};
+pub use quant::{QuantModel, QuantTensor, quant_types};
+pub use usage::{Breakdown, BufferUse, ContextInfo, DeviceKind};

@@ -1,0 +1,161 @@
+//! Turning plans into text for people: the device table, the RAM residency
+//! line, warnings and the llama.cpp command line. JSON is serde's job.
+
+pub mod curve;
+
+use std::fmt::Write as _;
+
+use comfy_table::presets::UTF8_BORDERS_ONLY;
+use comfy_table::{CellAlignment, Table};
+use headroom_planner::hw::{HardwareSnapshot, format_size};
+use headroom_planner::plan::{Plan, Verdict};
+
+fn mib(b: u64) -> String {
+    format_size(b)
+}
+
+/// A one-line summary: verdict, quantization, layers, context, speed.
+#[must_use]
+pub fn summary(p: &Plan) -> String {
+    let gpu: u32 = p.devices.iter().skip(1).map(|d| d.n_layers).sum();
+    let n_layer: u32 = p.devices.iter().map(|d| d.n_layers).sum();
+    let layers = if p.devices.len() > 1 {
+        format!("{gpu}/{n_layer} layers on GPU")
+    } else {
+        format!("{n_layer} layers on CPU")
+    };
+    format!(
+        "{} — {}, {layers}, context {}, est. {:.1} tok/s",
+        p.verdict.as_str(),
+        p.quant,
+        p.n_ctx,
+        p.est_decode_tokens_per_s
+    )
+}
+
+/// The full text rendering of a plan.
+#[must_use]
+pub fn plan_text(p: &Plan, hw: &HardwareSnapshot) -> String {
+    let mut s = String::new();
+    let name = p.model.name.as_deref().unwrap_or(&p.model.architecture);
+    let _ = writeln!(
+        s,
+        "model     {} ({}, {}, {:.2}B params, {}, file {})",
+        p.model.path,
+        name,
+        p.model.architecture,
+        p.model.n_params as f64 / 1e9,
+        p.quant,
+        format_size(p.model.file_bytes)
+    );
+    let _ = writeln!(s, "machine   {}", machine_line(hw));
+    let mark = match p.verdict {
+        Verdict::Fits => "✔",
+        Verdict::FitsWithOffload => "◐",
+        Verdict::DoesNotFit => "✘",
+    };
+    let _ = writeln!(s, "verdict   {mark} {}", summary(p));
+    let _ = writeln!(
+        s,
+        "context   {} tokens ({} per sequence × {}), batch {}/{}, KV {}/{}, flash attention {}{}",
+        p.n_ctx,
+        p.n_ctx / p.n_parallel.max(1),
+        p.n_parallel,
+        p.settings.n_batch,
+        p.settings.n_ubatch,
+        p.settings.cache_type_k,
+        p.settings.cache_type_v,
+        if p.settings.flash_attn { "on" } else { "off" },
+        if p.model.n_ctx_train > 0 { format!(", trained for {}", p.model.n_ctx_train) } else { String::new() }
+    );
+    let mut speed = format!("speed     est. {:.1} tok/s decode, {:.0} tok/s prompt", p.est_decode_tokens_per_s, p.est_prompt_tokens_per_s);
+    if let Some(full) = p.est_full_gpu_decode_tokens_per_s {
+        let _ = write!(speed, " ({full:.1} tok/s fully on GPU)");
+    }
+    let _ = writeln!(s, "{speed}\n");
+
+    let mut t = Table::new();
+    t.load_preset(UTF8_BORDERS_ONLY);
+    t.set_header(vec!["device", "layers", "weights", "KV", "compute", "overhead", "margin", "total", "budget"]);
+    for d in &p.devices {
+        t.add_row(vec![
+            d.name.clone(),
+            d.n_layers.to_string(),
+            mib(d.weights_bytes),
+            mib(d.kv_bytes),
+            mib(d.compute_bytes),
+            mib(d.overhead_bytes),
+            mib(d.margin_bytes),
+            mib(d.total_bytes),
+            mib(d.budget_bytes),
+        ]);
+    }
+    for i in 1..9 {
+        if let Some(c) = t.column_mut(i) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    let _ = writeln!(s, "{t}");
+    let _ = writeln!(
+        s,
+        "RAM       peak {} resident = {} anonymous + {} mapped weights; budget {} (allocated {})",
+        mib(p.ram.peak_bytes),
+        mib(p.ram.anonymous_bytes),
+        mib(p.ram.mapped_bytes),
+        mib(p.ram.budget_bytes),
+        mib(p.ram.allocated_bytes)
+    );
+    let _ = writeln!(s, "          (CPU compute is what llama.cpp allocates; most of it, the logits of a full batch, is never touched)");
+    for w in &p.warnings {
+        let _ = writeln!(s, "warning   {}", w.message);
+    }
+    let _ = writeln!(s, "llama.cpp llama-cli {}", shell_join(&p.llama_args));
+    if !p.alternatives.is_empty() {
+        let _ = writeln!(s, "\nalso considered:");
+        for a in &p.alternatives {
+            let _ = writeln!(s, "  {}  {}", a.model.path, summary(a));
+        }
+    }
+    s
+}
+
+fn machine_line(hw: &HardwareSnapshot) -> String {
+    let mut parts = vec![format!("RAM budget {}", format_size(hw.ram.budget_bytes()))];
+    if let Some(cg) = hw.ram.cgroup.as_ref().and_then(|c| c.limit_bytes) {
+        parts.push(format!("cgroup limit {}", format_size(cg)));
+    }
+    for g in &hw.gpus {
+        parts.push(format!("{} {} free", g.name, format_size(g.free_bytes)));
+    }
+    if hw.gpus.is_empty() {
+        parts.push("no GPU".into());
+    }
+    parts.push(format!("{} cores", hw.cpu.physical_cores));
+    parts.join(", ")
+}
+
+/// Quote arguments for a POSIX shell when they need it.
+#[must_use]
+pub fn shell_join(args: &[String]) -> String {
+    args.iter()
+        .map(|a| {
+            if !a.is_empty() && a.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=,:+".contains(c)) {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_join_quotes_what_needs_it() {
+        let args = vec!["-m".to_string(), "/tmp/my model's.gguf".to_string(), "-c".to_string(), "4096".to_string()];
+        assert_eq!(shell_join(&args), r"-m '/tmp/my model'\''s.gguf' -c 4096");
+    }
+}

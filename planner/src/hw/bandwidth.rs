@@ -1,0 +1,222 @@
+//! RAM read bandwidth: token generation on the CPU streams every weight once
+//! per token, so bandwidth, not FLOPs, sets the speed. Datasheets do not
+//! know how many channels are populated, so we measure (about 0.1–0.3 s) and
+//! cache the result per CPU model in `ram-bandwidth.json`.
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::types::{DEFAULT_RAM_BANDWIDTH_BYTES_PER_S, ProbeOptions};
+
+/// Name of the cache file inside [`ProbeOptions::cache_dir`].
+pub const CACHE_FILE: &str = "ram-bandwidth.json";
+
+/// Buffer streamed by the measurement: far larger than the last-level cache
+/// of common CPUs, so reads come from DRAM.
+pub const MEASURE_BYTES: usize = 256 << 20;
+
+/// Most threads used for reading: enough to saturate the memory controllers
+/// of desktop and workstation parts without oversubscribing big servers.
+const MAX_THREADS: usize = 16;
+
+/// The cache file: measured bytes/s by CPU model string.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct BandwidthCache {
+    entries: BTreeMap<String, f64>,
+}
+
+/// RAM bandwidth for this machine and whether it was measured: the cached
+/// value for `cpu_model` if any; else a fresh measurement when
+/// `opts.measure_bandwidth` (stored in the cache); else
+/// [`DEFAULT_RAM_BANDWIDTH_BYTES_PER_S`]. `max_buffer` caps the measurement
+/// buffer (keep it well inside the memory budget). Never fails; problems
+/// become notes.
+pub fn ram_bandwidth(
+    opts: &ProbeOptions,
+    cpu_model: &str,
+    max_buffer: usize,
+    notes: &mut Vec<String>,
+) -> (f64, bool) {
+    let cache_path = opts.cache_dir.as_ref().map(|d| d.join(CACHE_FILE));
+    let mut cache = cache_path.as_deref().map(read_cache).unwrap_or_default();
+    if let Some(&bw) = cache.entries.get(cpu_model)
+        && bw.is_finite()
+        && bw > 0.0
+    {
+        return (bw, true);
+    }
+    if !opts.measure_bandwidth {
+        return (DEFAULT_RAM_BANDWIDTH_BYTES_PER_S, false);
+    }
+    let Some(bw) = measure(MEASURE_BYTES.min(max_buffer), 4) else {
+        notes.push(format!(
+            "RAM bandwidth not measured (not enough memory for the {} MiB test buffer); assuming {:.0} GB/s",
+            MEASURE_BYTES.min(max_buffer) >> 20,
+            DEFAULT_RAM_BANDWIDTH_BYTES_PER_S / 1e9
+        ));
+        return (DEFAULT_RAM_BANDWIDTH_BYTES_PER_S, false);
+    };
+    if let Some(path) = cache_path {
+        cache.entries.insert(cpu_model.to_string(), bw);
+        if let Err(e) = write_cache(&path, &cache) {
+            notes.push(format!(
+                "cannot save RAM bandwidth cache {}: {e}",
+                path.display()
+            ));
+        }
+    }
+    (bw, true)
+}
+
+/// A missing or unreadable cache is simply empty: it will be rewritten.
+fn read_cache(path: &Path) -> BandwidthCache {
+    std::fs::read(path)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .unwrap_or_default()
+}
+
+/// Writes through a temporary file and a rename so concurrent runs never
+/// read half a file.
+fn write_cache(path: &Path, cache: &BandwidthCache) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let json = serde_json::to_vec_pretty(cache).map_err(std::io::Error::other)?;
+    let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, json)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Streams a `buffer_bytes` buffer `passes` times with several threads and
+/// returns the best pass in bytes/s. `None` when the buffer is under 16 MiB
+/// (too cache-resident to mean anything), cannot be allocated, or a pass
+/// was too fast to time.
+pub fn measure(buffer_bytes: usize, passes: u32) -> Option<f64> {
+    if buffer_bytes < 16 << 20 {
+        return None;
+    }
+    let words = buffer_bytes / 8;
+    let mut buf: Vec<u64> = Vec::new();
+    buf.try_reserve_exact(words).ok()?;
+    // Non-zero data written to every page: an untouched calloc'd buffer
+    // would read the kernel's shared zero page and look impossibly fast.
+    buf.extend((0..words as u64).map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15)));
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, MAX_THREADS);
+    let chunk = words.div_ceil(threads);
+
+    let mut best = Duration::MAX;
+    for _ in 0..passes.max(1) {
+        let start = Instant::now();
+        let total = std::thread::scope(|s| {
+            let handles: Vec<_> = buf
+                .chunks(chunk)
+                .map(|c| s.spawn(move || sum_words(c)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or(0))
+                .fold(0u64, u64::wrapping_add)
+        });
+        // The sum is "used", so the reads cannot be optimised away.
+        black_box(total);
+        best = best.min(start.elapsed());
+    }
+    let secs = best.as_secs_f64();
+    (secs > 0.0).then(|| (words * 8) as f64 / secs)
+}
+
+/// Sums a slice with four independent accumulators so the loop is bound by
+/// memory, not by one add chain.
+fn sum_words(words: &[u64]) -> u64 {
+    // Hide the contents from the optimiser.
+    let words = black_box(words);
+    let mut acc = [0u64; 4];
+    let mut quads = words.chunks_exact(4);
+    for q in &mut quads {
+        for (a, w) in acc.iter_mut().zip(q) {
+            *a = a.wrapping_add(*w);
+        }
+    }
+    let tail = quads
+        .remainder()
+        .iter()
+        .fold(0u64, |s, w| s.wrapping_add(*w));
+    acc.iter().fold(tail, |s, a| s.wrapping_add(*a))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sum_is_exact() {
+        let v: Vec<u64> = (1..=10).collect();
+        assert_eq!(sum_words(&v), 55);
+        assert_eq!(sum_words(&[u64::MAX, 2]), 1);
+    }
+
+    #[test]
+    fn measurement_is_plausible() {
+        let bw = measure(16 << 20, 2).expect("16 MiB measurable");
+        // Anything from a debug build on a slow VM to a cache-resident run.
+        assert!(bw.is_finite() && bw > 1e8 && bw < 1e13, "{bw}");
+        assert_eq!(measure(1 << 20, 2), None);
+    }
+
+    #[test]
+    fn cache_is_used_and_written() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut opts = ProbeOptions {
+            measure_bandwidth: false,
+            cache_dir: Some(dir.path().join("sub")),
+        };
+        let mut notes = Vec::new();
+        // Nothing cached, no measuring: the default.
+        assert_eq!(
+            ram_bandwidth(&opts, "cpu A", 16 << 20, &mut notes),
+            (DEFAULT_RAM_BANDWIDTH_BYTES_PER_S, false)
+        );
+
+        opts.measure_bandwidth = true;
+        let (bw, measured) = ram_bandwidth(&opts, "cpu A", 16 << 20, &mut notes);
+        assert!(measured && bw > 0.0);
+        assert!(notes.is_empty(), "{notes:?}");
+
+        // Overwrite with a known value: the cache wins over measuring.
+        let path = dir.path().join("sub").join(CACHE_FILE);
+        std::fs::write(&path, r#"{"entries":{"cpu A":1.5e10}}"#).expect("write");
+        assert_eq!(
+            ram_bandwidth(&opts, "cpu A", 16 << 20, &mut notes),
+            (1.5e10, true)
+        );
+        // Keyed by model: another CPU is measured and added beside it.
+        let (_, measured) = ram_bandwidth(&opts, "cpu B", 16 << 20, &mut notes);
+        assert!(measured);
+        let cache = read_cache(&path);
+        assert_eq!(cache.entries.len(), 2);
+        assert_eq!(cache.entries.get("cpu A"), Some(&1.5e10));
+    }
+
+    #[test]
+    fn corrupt_cache_is_ignored_and_too_small_budget_is_noted() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join(CACHE_FILE), "not json").expect("write");
+        let opts = ProbeOptions {
+            measure_bandwidth: true,
+            cache_dir: Some(dir.path().to_path_buf()),
+        };
+        let mut notes = Vec::new();
+        assert_eq!(
+            ram_bandwidth(&opts, "cpu", 1 << 20, &mut notes),
+            (DEFAULT_RAM_BANDWIDTH_BYTES_PER_S, false)
+        );
+        assert_eq!(notes.len(), 1, "{notes:?}");
+    }
+}

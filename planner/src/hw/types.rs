@@ -1,0 +1,285 @@
+//! The plain-data picture of a machine that the planner works against.
+//!
+//! Everything here is serialisable so a snapshot can be printed as JSON,
+//! cached, or compared in tests; nothing here touches the live system, which is
+//! what lets a hardware profile stand in for a real probe.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// RAM bandwidth assumed when it was neither measured nor cached: 20 GB/s is a
+/// conservative figure for one or two channels of DDR4, so speed estimates err
+/// towards "slower" on machines we know nothing about.
+pub const DEFAULT_RAM_BANDWIDTH_BYTES_PER_S: f64 = 20e9;
+
+/// Memory bandwidth given to synthetic GPUs created by `--vram`: 900 GB/s is in
+/// the range of a current high-end consumer card (RTX 3090/4080 class), a
+/// middle-of-the-road guess when the user only states a size.
+pub const DEFAULT_SYNTHETIC_GPU_BANDWIDTH_BYTES_PER_S: f64 = 900e9;
+
+/// Everything the planner needs to know about a machine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HardwareSnapshot {
+    /// System memory and the limits the OS puts on this process.
+    pub ram: RamInfo,
+    /// The host CPU.
+    pub cpu: CpuInfo,
+    /// GPUs in the order llama.cpp will number them (after
+    /// `CUDA_VISIBLE_DEVICES` and friends). On a unified-memory machine the
+    /// integrated GPU is listed here too, with `total_bytes` equal to
+    /// [`UnifiedMemory::gpu_limit_bytes`].
+    pub gpus: Vec<GpuInfo>,
+    /// `Some` when GPU and CPU share the same RAM (Apple Silicon, AMD APUs):
+    /// every byte placed on the GPU is then also a byte of RAM gone.
+    pub unified: Option<UnifiedMemory>,
+    /// Where this snapshot came from.
+    pub source: Source,
+    /// What could not be read and why, in words a user can act on.
+    pub notes: Vec<String>,
+}
+
+/// Where a [`HardwareSnapshot`] came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Source {
+    /// Read from this machine by [`crate::hw::probe`].
+    Probed,
+    /// Loaded from a TOML hardware profile at this path.
+    Profile(PathBuf),
+    /// A probed or profiled snapshot with `--ram`/`--vram` overrides applied.
+    Overridden,
+}
+
+/// System memory, and the limits that can make less of it usable than the
+/// host has.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RamInfo {
+    /// Physical RAM of the host (not of the container).
+    pub total_bytes: u64,
+    /// Memory the host kernel could hand out now without swapping
+    /// (`MemAvailable` on Linux).
+    pub available_bytes: u64,
+    /// Total swap space of the host.
+    pub swap_total_bytes: u64,
+    /// Unused swap space of the host.
+    pub swap_free_bytes: u64,
+    /// The memory cgroup limit that binds this process, if there is one.
+    pub cgroup: Option<CgroupMemory>,
+    /// `RLIMIT_AS` (address space) in bytes; `None` = unlimited.
+    pub rlimit_as_bytes: Option<u64>,
+    /// `RLIMIT_DATA` (data segment, which includes anonymous mmaps on Linux
+    /// ≥ 4.7) in bytes; `None` = unlimited.
+    pub rlimit_data_bytes: Option<u64>,
+    /// Sustained read bandwidth of RAM, used to estimate token speed on CPU.
+    pub bandwidth_bytes_per_s: f64,
+    /// True when `bandwidth_bytes_per_s` was measured on this machine (now or
+    /// earlier, from the cache) or stated in a profile, false when it is
+    /// [`DEFAULT_RAM_BANDWIDTH_BYTES_PER_S`].
+    pub bandwidth_measured: bool,
+}
+
+/// A memory cgroup's limit and usage.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CgroupMemory {
+    /// Cgroup version: 1 or 2.
+    pub version: u8,
+    /// The cgroup (path below the cgroup mount) whose limit binds: this
+    /// process's own cgroup or the ancestor with the least headroom.
+    pub path: String,
+    /// Hard limit (`memory.max` / `memory.limit_in_bytes`); `None` = "max".
+    pub limit_bytes: Option<u64>,
+    /// Memory charged to the cgroup now, page cache included.
+    pub usage_bytes: u64,
+    /// Page cache the kernel can drop before it would OOM-kill:
+    /// `inactive_file` from `memory.stat` (the same figure kubelet and
+    /// `docker stats` subtract). `active_file` is left out on purpose: the
+    /// kernel only reclaims it after demoting it, so counting it would
+    /// promise memory that is not reliably there.
+    pub reclaimable_bytes: u64,
+}
+
+impl CgroupMemory {
+    /// Bytes this cgroup can still take before hitting its limit, counting
+    /// reclaimable page cache as free; `None` when there is no limit.
+    pub fn headroom_bytes(&self) -> Option<u64> {
+        let limit = self.limit_bytes?;
+        let in_use = self.usage_bytes.saturating_sub(self.reclaimable_bytes);
+        Some(limit.saturating_sub(in_use))
+    }
+}
+
+impl RamInfo {
+    /// Bytes of RAM this process can reasonably allocate, the smallest of:
+    ///
+    /// - `available_bytes`: what the host kernel can give without swapping;
+    /// - the cgroup's limit minus what the cgroup already holds that cannot
+    ///   be reclaimed (`usage - reclaimable`), because going over it gets the
+    ///   process OOM-killed even when the host has memory to spare;
+    /// - `RLIMIT_AS` and `RLIMIT_DATA`, where allocations beyond them fail.
+    ///   These bound the whole process, including what it has mapped already,
+    ///   so they are an upper bound rather than headroom.
+    ///
+    /// All arithmetic saturates, so a cgroup already over its limit gives 0.
+    pub fn budget_bytes(&self) -> u64 {
+        let mut budget = self.available_bytes;
+        if let Some(headroom) = self.cgroup.as_ref().and_then(CgroupMemory::headroom_bytes) {
+            budget = budget.min(headroom);
+        }
+        for limit in [self.rlimit_as_bytes, self.rlimit_data_bytes]
+            .into_iter()
+            .flatten()
+        {
+            budget = budget.min(limit);
+        }
+        budget
+    }
+}
+
+/// The host CPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuInfo {
+    /// Brand string, e.g. "AMD Ryzen 9 7950X 16-Core Processor".
+    pub model: String,
+    /// Physical cores this process may use (llama.cpp's default thread count
+    /// is based on physical cores).
+    pub physical_cores: u32,
+    /// Hardware threads this process may use (affinity and cgroup CPU quota
+    /// taken into account).
+    pub logical_cores: u32,
+    /// Architecture, e.g. "x86_64" or "aarch64".
+    pub arch: String,
+    /// SIMD features relevant to llama.cpp's CPU kernels, lower case with
+    /// underscores: "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw",
+    /// "avx512vnni", "avx_vnni", "amx_int8", "neon", "dotprod", "i8mm", "sve"…
+    pub features: Vec<String>,
+}
+
+/// Who made a GPU: decides which driver library and which llama.cpp backend
+/// apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GpuVendor {
+    /// NVIDIA (CUDA backend).
+    Nvidia,
+    /// AMD (ROCm/HIP or Vulkan backend).
+    Amd,
+    /// Apple Silicon (Metal backend).
+    Apple,
+    /// Anything else, or unknown.
+    Other,
+}
+
+/// One GPU as llama.cpp will see it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuInfo {
+    /// Device number as llama.cpp's backend numbers it (position after
+    /// visibility filtering, starting at 0).
+    pub index: u32,
+    /// Marketing name, e.g. "NVIDIA GeForce RTX 4090".
+    pub name: String,
+    /// Who made it.
+    pub vendor: GpuVendor,
+    /// Memory the GPU has (for an integrated GPU: what it may use).
+    pub total_bytes: u64,
+    /// Memory not in use by anyone right now, as llama.cpp's backend will
+    /// report it. For an Apple GPU that equals `total_bytes` (Metal only
+    /// subtracts this process's own allocations), so on unified machines the
+    /// RAM budget must be checked as well.
+    pub free_bytes: u64,
+    /// Peak memory bandwidth, when the driver tells us enough to compute it.
+    pub bandwidth_bytes_per_s: Option<f64>,
+    /// Stable identifier (NVML UUID, "GPU-…"), when known.
+    pub uuid: Option<String>,
+}
+
+/// How much of the shared RAM an integrated GPU may use.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnifiedMemory {
+    /// The most the GPU may hold at once.
+    pub gpu_limit_bytes: u64,
+    /// How that limit was found, in words (e.g. "sysctl iogpu.wired_limit_mb").
+    pub source: String,
+}
+
+/// What [`crate::hw::probe`] should do beyond the cheap reads.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProbeOptions {
+    /// Measure RAM bandwidth (about 0.1–0.3 s) when no cached value exists.
+    pub measure_bandwidth: bool,
+    /// Folder for `ram-bandwidth.json`, the measurement cache; `None` = no
+    /// cache (neither read nor written).
+    pub cache_dir: Option<PathBuf>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ram(available: u64) -> RamInfo {
+        RamInfo {
+            total_bytes: 64 << 30,
+            available_bytes: available,
+            swap_total_bytes: 0,
+            swap_free_bytes: 0,
+            cgroup: None,
+            rlimit_as_bytes: None,
+            rlimit_data_bytes: None,
+            bandwidth_bytes_per_s: DEFAULT_RAM_BANDWIDTH_BYTES_PER_S,
+            bandwidth_measured: false,
+        }
+    }
+
+    #[test]
+    fn budget_without_limits_is_available() {
+        assert_eq!(ram(40 << 30).budget_bytes(), 40 << 30);
+    }
+
+    #[test]
+    fn budget_takes_cgroup_headroom_counting_reclaimable_cache() {
+        let mut r = ram(60 << 30);
+        r.cgroup = Some(CgroupMemory {
+            version: 2,
+            path: "/c".into(),
+            limit_bytes: Some(512 << 20),
+            usage_bytes: 200 << 20,
+            reclaimable_bytes: 50 << 20,
+        });
+        assert_eq!(r.budget_bytes(), (512 - 150) << 20);
+    }
+
+    #[test]
+    fn budget_is_zero_when_cgroup_is_over_its_limit() {
+        let mut r = ram(60 << 30);
+        r.cgroup = Some(CgroupMemory {
+            version: 1,
+            path: "/c".into(),
+            limit_bytes: Some(100),
+            usage_bytes: 500,
+            reclaimable_bytes: 0,
+        });
+        assert_eq!(r.budget_bytes(), 0);
+    }
+
+    #[test]
+    fn unlimited_cgroup_does_not_bind() {
+        let mut r = ram(8 << 30);
+        r.cgroup = Some(CgroupMemory {
+            version: 2,
+            path: "/".into(),
+            limit_bytes: None,
+            usage_bytes: 1 << 40,
+            reclaimable_bytes: 0,
+        });
+        assert_eq!(r.budget_bytes(), 8 << 30);
+    }
+
+    #[test]
+    fn budget_takes_smallest_rlimit() {
+        let mut r = ram(8 << 30);
+        r.rlimit_as_bytes = Some(6 << 30);
+        r.rlimit_data_bytes = Some(4 << 30);
+        assert_eq!(r.budget_bytes(), 4 << 30);
+        r.rlimit_data_bytes = None;
+        assert_eq!(r.budget_bytes(), 6 << 30);
+    }
+}

@@ -1,0 +1,653 @@
+//! The memory model: what llama.cpp allocates on each device for a given
+//! placement and context, and what the process will hold resident.
+//!
+//! Every formula mirrors the vendored llama.cpp (llama-cpp-sys-2 0.1.160) and
+//! was checked against its own `no_alloc` accounting (`llama_get_memory_breakdown`);
+//! the source of each rule is named beside it. Two views are kept apart on
+//! purpose: *allocated* (what each backend asks for, what GPU memory and
+//! `RLIMIT_AS` see) and *resident* (what RAM really holds: llama.cpp's CPU
+//! compute buffer is mostly the logits of a full ubatch, which is allocated
+//! but almost never touched).
+
+use crate::gguf::GgmlType;
+use crate::plan::{BufferUse, DeviceKind, DeviceUse, FlashAttn, Settings};
+use crate::profile::{ModelProfile, Tensor};
+
+const MIB: u64 = 1 << 20;
+
+/// Cache types llama.cpp accepts for `--cache-type-k/v` (`common/arg.cpp` `kv_cache_types`).
+#[must_use]
+pub fn is_valid_cache_type(ty: GgmlType) -> bool {
+    matches!(
+        ty,
+        GgmlType::F32
+            | GgmlType::F16
+            | GgmlType::BF16
+            | GgmlType::Q8_0
+            | GgmlType::Q4_0
+            | GgmlType::Q4_1
+            | GgmlType::IQ4_NL
+            | GgmlType::Q5_0
+            | GgmlType::Q5_1
+    )
+}
+
+fn pad(x: u64, n: u64) -> u64 {
+    x.div_ceil(n) * n
+}
+
+/// The context llama.cpp will really create from the user's numbers
+/// (`llama_context` constructor, `llama-context.cpp:135-307`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Context {
+    /// Total cells, padded to 256 and to a multiple of the sequences.
+    pub n_ctx: u32,
+    /// Cells per sequence (per KV stream).
+    pub n_ctx_seq: u32,
+    /// Sequences (`n_seq_max`), each its own KV stream (`kv_unified` off, the CLI default).
+    pub n_seq: u32,
+    /// Logical batch, capped at the (unpadded) context.
+    pub n_batch: u32,
+    /// Physical batch.
+    pub n_ubatch: u32,
+    /// Tokens of the reserved worst-case graph.
+    pub n_tokens: u32,
+    /// Outputs (logit rows) of the reserved graph.
+    pub n_outputs: u32,
+    /// Flash attention as llama.cpp resolves it.
+    pub flash_attn: bool,
+    /// Full-size sliding-window cache.
+    pub swa_full: bool,
+    /// K cache type.
+    pub type_k: GgmlType,
+    /// V cache type.
+    pub type_v: GgmlType,
+}
+
+impl Context {
+    /// Resolve the user's settings for a requested context size.
+    #[must_use]
+    pub fn resolve(settings: &Settings, n_ctx: u32) -> Self {
+        let n_seq = settings.n_parallel.clamp(1, 256);
+        let n_batch = settings.n_batch.min(n_ctx).max(1);
+        let n_ubatch = settings.n_ubatch.min(n_batch).max(1);
+        let padded = pad(u64::from(n_ctx.max(1)), 256);
+        let n_ctx_seq = pad(padded / u64::from(n_seq), 256).max(256);
+        let total = n_ctx_seq * u64::from(n_seq);
+        let total = u32::try_from(total).unwrap_or(u32::MAX);
+        let n_ctx_seq = u32::try_from(n_ctx_seq).unwrap_or(u32::MAX);
+        // The reserve graph: T = min(n_ctx, n_ubatch), rounded up to a multiple of n_seq
+        // (`sched_reserve`, `graph_reserve`); outputs = min(T, n_outputs_max = n_batch).
+        let t = total.min(n_ubatch);
+        let t = t.div_ceil(n_seq) * n_seq;
+        // A quantized V cache forces flash attention on (`llama-context.cpp:3843`);
+        // auto resolves to on for the CPU and CUDA backends (`resolve_fused_ops`).
+        let flash_attn = match settings.flash_attn {
+            FlashAttn::On | FlashAttn::Auto => true,
+            FlashAttn::Off => settings.cache_type_v.is_quantized(),
+        };
+        Self {
+            n_ctx: total,
+            n_ctx_seq,
+            n_seq,
+            n_batch,
+            n_ubatch,
+            n_tokens: t,
+            n_outputs: t.min(n_batch),
+            flash_attn,
+            swa_full: settings.swa_full,
+            type_k: settings.cache_type_k,
+            type_v: settings.cache_type_v,
+        }
+    }
+
+    /// Cells of the sliding-window cache per stream (`llama-kv-cache-iswa.cpp:73-81`).
+    #[must_use]
+    pub fn swa_cells(&self, window: u32) -> u64 {
+        if self.swa_full {
+            return u64::from(self.n_ctx_seq);
+        }
+        let want = u64::from(window) + u64::from(self.n_ubatch);
+        pad(u64::from(self.n_ctx_seq).min(want), 256)
+    }
+}
+
+/// KV cache bytes per cell for layer `il` (`llama-kv-cache.cpp:210-234`): K and V rows of
+/// `head_dim × n_head_kv`; a transposed V (flash attention off) uses the widest layer's V.
+#[must_use]
+pub fn kv_bytes_per_cell(p: &ModelProfile, ctx: &Context, il: usize) -> u64 {
+    let kv_heads = u64::from(p.n_head_kv.get(il).copied().unwrap_or(0));
+    if kv_heads == 0 {
+        return 0;
+    }
+    if let Some(mla) = p.mla {
+        // MLA caches one latent row per token (K only) — with `key_length_mla` headers
+        // the file already stores `kv_lora_rank + n_rot` as the key length.
+        let width = u64::from(mla.kv_lora_rank + mla.n_rot);
+        return ctx.type_k.row_bytes(width).unwrap_or(width * 2);
+    }
+    let k = u64::from(p.head_dim_k) * kv_heads;
+    let v = if ctx.flash_attn {
+        u64::from(p.head_dim_v) * kv_heads
+    } else {
+        let max_kv = u64::from(p.n_head_kv.iter().copied().max().unwrap_or(0));
+        u64::from(p.head_dim_v) * max_kv
+    };
+    row_bytes(ctx.type_k, k) + row_bytes(ctx.type_v, v)
+}
+
+fn row_bytes(ty: GgmlType, n: u64) -> u64 {
+    // A width that is not a multiple of the block is refused by llama.cpp; count it
+    // as the next whole block so the estimate stays an upper bound.
+    ty.row_bytes(n).unwrap_or_else(|| n.div_ceil(ty.block_size()) * ty.type_size())
+}
+
+/// KV cache (or recurrent state) bytes of layer `il`.
+#[must_use]
+pub fn kv_bytes_layer(p: &ModelProfile, ctx: &Context, il: usize) -> u64 {
+    if !p.is_attention_layer(il) {
+        return recurrent_bytes_layer(p, ctx);
+    }
+    let per_cell = kv_bytes_per_cell(p, ctx, il);
+    let cells = match &p.swa {
+        Some(swa) if p.is_swa_layer(il) => ctx.swa_cells(swa.window),
+        _ => u64::from(ctx.n_ctx_seq),
+    };
+    per_cell * cells * u64::from(ctx.n_seq)
+}
+
+/// Recurrent state of one layer for all sequences (`llama-memory-recurrent.cpp`):
+/// f32 conv and ssm states, one set per sequence, independent of context.
+fn recurrent_bytes_layer(p: &ModelProfile, ctx: &Context) -> u64 {
+    let Some(r) = p.recurrent else { return 0 };
+    let floats = if r.rwkv_state_floats > 0 {
+        r.rwkv_state_floats
+    } else {
+        let d_inner = u64::from(r.d_inner);
+        let conv = u64::from(r.d_conv.saturating_sub(1)) * (d_inner + 2 * u64::from(r.n_group) * u64::from(r.d_state));
+        conv + u64::from(r.d_state) * d_inner
+    };
+    floats * 4 * u64::from(ctx.n_seq)
+}
+
+/// Total KV cache and recurrent state bytes.
+#[must_use]
+pub fn kv_bytes_total(p: &ModelProfile, ctx: &Context) -> u64 {
+    (0..p.layers.len()).map(|il| kv_bytes_layer(p, ctx, il)).sum()
+}
+
+/// Which weight types the CPU backend of this build repacks, and the row
+/// multiple each needs (`ggml_repack_get_optimal_repack_type`, `repack.cpp:4925`).
+/// The checks there are compile-time: llama-cpp-sys-2 builds x86 with AVX2
+/// (not AVX-512) and ARM with the host's NEON features.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RepackRules {
+    /// (type, required multiple of `ne[1]`).
+    pub types: Vec<(GgmlType, u64)>,
+}
+
+impl RepackRules {
+    /// The rules for a CPU with these features (`avx2`, `neon`, `dotprod`, `i8mm`, ...).
+    #[must_use]
+    pub fn for_cpu(arch: &str, features: &[String]) -> Self {
+        let has = |f: &str| features.iter().any(|x| x == f);
+        let mut types = Vec::new();
+        if arch == "x86_64" && has("avx2") {
+            types = vec![(GgmlType::Q4_0, 8), (GgmlType::Q4_K, 8), (GgmlType::IQ4_NL, 8), (GgmlType::MXFP4, 8)];
+        } else if arch == "aarch64" && has("neon") {
+            if has("i8mm") {
+                types = vec![
+                    (GgmlType::Q4_0, 4),
+                    (GgmlType::Q4_K, 8),
+                    (GgmlType::Q5_K, 8),
+                    (GgmlType::Q6_K, 8),
+                    (GgmlType::Q8_0, 4),
+                    (GgmlType::IQ4_NL, 4),
+                    (GgmlType::MXFP4, 4),
+                ];
+            } else if has("dotprod") {
+                types = vec![
+                    (GgmlType::Q4_0, 4),
+                    (GgmlType::Q4_K, 8),
+                    (GgmlType::Q5_K, 8),
+                    (GgmlType::Q6_K, 8),
+                    (GgmlType::Q8_0, 4),
+                    (GgmlType::IQ4_NL, 4),
+                    (GgmlType::MXFP4, 4),
+                ];
+            }
+        }
+        Self { types }
+    }
+
+    /// Whether a weight goes to `CPU_REPACK`: a 2-D matrix (or 3-D expert stack)
+    /// used by a matrix product, of a repackable type and row count. The token
+    /// embedding is read with GET_ROWS and never repacks; norms and biases neither.
+    #[must_use]
+    pub fn repacks(&self, t: &Tensor) -> bool {
+        let is_matrix = if t.is_expert() { t.dims.len() == 3 } else { t.dims.len() == 2 };
+        if !is_matrix || t.name == "token_embd.weight" || t.name.ends_with(".bias") {
+            return false;
+        }
+        let rows = t.dims.get(1).copied().unwrap_or(0);
+        self.types.iter().any(|&(ty, m)| ty == t.ty && rows % m == 0)
+    }
+}
+
+/// Where layers go. Mirrors llama.cpp's `-ngl` semantics: the last
+/// `n_gpu_layers` of the `n_layer + 1` "layers" (the output layer counts as
+/// the last) are offloaded (`llama-model.cpp:1555-1616`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Placement {
+    /// llama.cpp's `--n-gpu-layers` (0..=n_layer+1).
+    pub n_gpu_layers: u32,
+    /// Share of offloaded layers per GPU (`--tensor-split`), need not be normalised.
+    pub split: Vec<f64>,
+    /// Keep the expert tensors of the first N layers in RAM (`--n-cpu-moe`).
+    pub n_cpu_moe: u32,
+}
+
+impl Placement {
+    /// Everything on the CPU.
+    #[must_use]
+    pub fn cpu_only() -> Self {
+        Self { n_gpu_layers: 0, split: Vec::new(), n_cpu_moe: 0 }
+    }
+
+    /// The GPU of layer `il` (`il == n_layer` is the output layer), or `None` for the CPU.
+    #[must_use]
+    pub fn device_of(&self, n_layer: u32, il: u32) -> Option<usize> {
+        let total: f64 = self.split.iter().sum();
+        if self.split.is_empty() || total <= 0.0 {
+            return None;
+        }
+        let n = self.n_gpu_layers.min(n_layer + 1);
+        let start = n_layer + 1 - n;
+        if n == 0 || il < start {
+            return None;
+        }
+        let frac = f64::from(il - start) / f64::from(n);
+        let mut cum = 0.0;
+        for (g, s) in self.split.iter().enumerate() {
+            cum += s / total;
+            if frac < cum {
+                return Some(g);
+            }
+        }
+        Some(self.split.len() - 1)
+    }
+
+    /// Repeating layers on each GPU.
+    #[must_use]
+    pub fn layers_per_gpu(&self, n_layer: u32) -> Vec<u32> {
+        let mut counts = vec![0u32; self.split.len()];
+        for il in 0..n_layer {
+            if let Some(g) = self.device_of(n_layer, il) {
+                counts[g] += 1;
+            }
+        }
+        counts
+    }
+}
+
+/// A GPU as the memory model needs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuSpec {
+    /// Name.
+    pub name: String,
+    /// Dedicated or unified.
+    pub kind: DeviceKind,
+    /// Memory the plan may use (free memory, or the unified limit).
+    pub budget_bytes: u64,
+}
+
+/// The machine, reduced to what the memory model needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MachineSpec {
+    /// GPUs usable by this plan (in llama.cpp's device order).
+    pub gpus: Vec<GpuSpec>,
+    /// CPU repacking rules of this build.
+    pub repack: RepackRules,
+    /// RAM budget for resident anonymous memory.
+    pub ram_budget_bytes: u64,
+    /// Process address-space / data limit, if any (counts allocated memory).
+    pub alloc_limit_bytes: Option<u64>,
+    /// CPU threads the runner will use.
+    pub threads: u32,
+}
+
+/// Constants that are ours, not llama.cpp's: documented estimates.
+pub mod overhead {
+    use super::MIB;
+    /// Resident baseline of a headroom process running llama.cpp on the CPU:
+    /// binary, libc/libstdc++/OpenMP, thread stacks touched, allocator slack.
+    pub const CPU_BASE: u64 = 40 * MIB;
+    /// Resident bytes per vocabulary entry for llama.cpp's tokenizer tables
+    /// (`id_to_token` strings and attributes, `token_to_id` hash map), measured
+    /// from no_alloc processes: 262k tokens → 45 MB, 128k → 23 MB.
+    pub const PER_TOKEN: u64 = 170;
+    /// Resident bytes per BPE merge (`bpe_ranks` map of string pairs).
+    pub const PER_MERGE: u64 = 128;
+    /// Host memory the CUDA runtime maps once a GPU is used (driver, libcudart,
+    /// cuBLAS): an estimate from CUDA builds of llama.cpp, not measured here.
+    pub const CUDA_HOST: u64 = 256 * MIB;
+    /// GPU memory a CUDA context and cuBLAS workspace take before any buffer:
+    /// an estimate (typically 300–500 MiB on recent GPUs).
+    pub const CUDA_CONTEXT: u64 = 400 * MIB;
+    /// Overhead of a unified-memory GPU backend (Metal, APU): estimate.
+    pub const UNIFIED_CONTEXT: u64 = 64 * MIB;
+    /// Address space a process maps beyond its buffers (libraries, heap arenas,
+    /// stacks): what `RLIMIT_AS` sees on top of the allocations.
+    pub const VIRTUAL_BASE: u64 = 256 * MIB;
+    /// Address space per thread (stack plus a glibc malloc arena reservation).
+    pub const VIRTUAL_PER_THREAD: u64 = 72 * MIB;
+    /// Default GPU margin against fragmentation.
+    pub const GPU_MARGIN: u64 = 512 * MIB;
+    /// Smallest RAM margin.
+    pub const RAM_MARGIN_MIN: u64 = 128 * MIB;
+}
+
+/// Everything the memory model computes for one placement.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Estimate {
+    /// The context llama.cpp will create.
+    pub ctx: Context,
+    /// Per device, CPU first.
+    pub devices: Vec<DeviceUse>,
+    /// Resident anonymous bytes at the peak.
+    pub anonymous_bytes: u64,
+    /// Resident file-mapped bytes at the peak.
+    pub mapped_bytes: u64,
+    /// Allocated (virtual) bytes, what process limits count.
+    pub allocated_bytes: u64,
+    /// Bytes of weights each device reads per generated token (CPU first).
+    pub active_bytes: Vec<u64>,
+}
+
+/// Compute-buffer sizes: the high-water mark of llama.cpp's graph allocator for the
+/// reserved prompt graph (`sched_reserve`), in the analytic form checked against
+/// llama.cpp's own numbers (see the research notes in the planner README).
+struct Compute {
+    /// Graph inputs plus the residual-stream tensors live throughout.
+    inputs: u64,
+    et4: u64,
+    /// Largest per-layer intermediate (attention or FFN stage) beyond `inputs`.
+    layer_peak: u64,
+    /// Logits of the reserved outputs.
+    logits: u64,
+}
+
+fn compute_parts(p: &ModelProfile, ctx: &Context) -> Compute {
+    let t = u64::from(ctx.n_tokens);
+    let e = u64::from(p.n_embd);
+    let et4 = e * t * 4;
+    let mask_elem = if ctx.flash_attn { 2 } else { 4 };
+    let mut masks = u64::from(ctx.n_ctx_seq) * t * mask_elem;
+    if let Some(swa) = &p.swa {
+        masks += ctx.swa_cells(swa.window) * t * mask_elem;
+    }
+    let max_kv = u64::from(p.n_head_kv.iter().copied().max().unwrap_or(0));
+    let v_idxs = if ctx.flash_attn { t * 8 } else { t * u64::from(p.head_dim_v) * max_kv * 8 };
+    let inputs = 2 * et4 + masks + v_idxs + t * 36;
+
+    let n_head = u64::from(p.n_head.iter().copied().max().unwrap_or(0));
+    let q = n_head * u64::from(p.head_dim_k) * t * 4;
+    let attn = if ctx.flash_attn {
+        3 * et4 + q + n_head * u64::from(p.head_dim_v) * t * 4
+    } else {
+        3 * et4 + q + u64::from(ctx.n_ctx_seq) * (t / u64::from(ctx.n_seq)).max(1) * n_head * 4 * u64::from(ctx.n_seq)
+    };
+    let dense_ff = 3 * et4 + 3 * u64::from(p.n_ff) * t * 4;
+    let moe_ff = match p.experts {
+        Some(ex) => {
+            let n_ff_exp = expert_ff(p).unwrap_or(u64::from(p.n_ff));
+            let k = u64::from(ex.used);
+            3 * et4 + 2 * n_ff_exp * k * t * 4 + e * k * t * 4 + u64::from(ex.count) * t * 4
+        }
+        None => 0,
+    };
+    Compute {
+        inputs,
+        et4,
+        layer_peak: attn.max(dense_ff).max(moe_ff),
+        logits: p.n_vocab * u64::from(ctx.n_outputs) * 4,
+    }
+}
+
+/// The expert FFN width, from the first stacked expert tensor's shape.
+fn expert_ff(p: &ModelProfile) -> Option<u64> {
+    p.layers.iter().flat_map(|l| &l.tensors).find(|t| t.name.contains("ffn_up_exps")).and_then(|t| t.dims.get(1).copied())
+}
+
+/// Bytes a CUDA buffer allocates for a tensor: quantized rows are padded to a
+/// multiple of 512 elements (`ggml_backend_cuda_buffer_type_get_alloc_size`).
+fn cuda_alloc_bytes(t: &Tensor) -> u64 {
+    let ne0 = t.dims.first().copied().unwrap_or(0);
+    let mut bytes = t.bytes;
+    if t.ty.is_quantized() && ne0 % 512 != 0 {
+        let rows: u64 = t.dims.iter().skip(1).product();
+        bytes += row_bytes(t.ty, 512 - ne0 % 512) * rows.max(1) / rows.max(1);
+    }
+    pad(bytes, 128)
+}
+
+/// Estimate allocation and residency for one placement and context.
+#[must_use]
+pub fn estimate(p: &ModelProfile, settings: &Settings, ctx: &Context, placement: &Placement, m: &MachineSpec) -> Estimate {
+    let n_layer = p.n_layer;
+    let n_gpu = m.gpus.len();
+    let uses_gpu = n_gpu > 0 && placement.n_gpu_layers > 0;
+    // A CUDA build puts the CUDA_Host buffer type ahead of the CPU's extra types,
+    // and with mmap such weights land in plain CPU memory: no repacking when a GPU
+    // backend is present (`make_cpu_buft_list`, `llama-model-loader.cpp:1271`).
+    let repack_active = settings.repack && n_gpu == 0;
+
+    let mut cpu_plain = 0u64;
+    let mut cpu_repack = 0u64;
+    // File range [first, last) of the weights in the plain CPU buffer: with mmap that
+    // range stays mapped (and populated) after the load (`unmap_fragment`).
+    let mut map_lo = u64::MAX;
+    let mut map_hi = 0u64;
+    let mut gpu_weights = vec![0u64; n_gpu];
+    let mut cpu_active = 0u64;
+    let mut gpu_active = vec![0u64; n_gpu];
+    let mut place = |t: &Tensor, dev: Option<usize>, active_share: f64| {
+        let active = (t.bytes as f64 * active_share) as u64;
+        match dev {
+            Some(g) if g < n_gpu => {
+                gpu_weights[g] += cuda_alloc_bytes(t);
+                gpu_active[g] += active;
+            }
+            _ => {
+                if repack_active && m.repack.repacks(t) {
+                    cpu_repack += t.bytes;
+                } else {
+                    cpu_plain += pad(t.bytes, 32);
+                    map_lo = map_lo.min(t.offset);
+                    map_hi = map_hi.max(t.offset + t.bytes);
+                }
+                cpu_active += active;
+            }
+        }
+    };
+    let expert_share = p.experts.map_or(1.0, |e| f64::from(e.used) / f64::from(e.count.max(1)));
+    for (il, layer) in p.layers.iter().enumerate() {
+        let il = il as u32;
+        let dev = placement.device_of(n_layer, il);
+        for t in &layer.tensors {
+            let expert = t.is_expert();
+            let d = if expert && il < placement.n_cpu_moe { None } else { dev };
+            place(t, d, if expert { expert_share } else { 1.0 });
+        }
+    }
+    let out_dev = placement.device_of(n_layer, n_layer);
+    // The input layer (token embedding) always stays on the CPU; the logits read the
+    // output matrix, or the tied embedding when there is none.
+    if let Some(t) = &p.token_embd {
+        place(t, None, if p.output.is_none() { 1.0 } else { 0.0 });
+    }
+    if let Some(t) = &p.output {
+        place(t, out_dev, 1.0);
+    }
+    for t in &p.globals {
+        place(t, out_dev, 1.0);
+    }
+    if p.output.is_none() && out_dev.is_some() {
+        // A tied output on the GPU: llama.cpp loads a GPU copy of the embedding for the logits.
+        if let Some(t) = &p.token_embd {
+            if let Some(g) = out_dev {
+                gpu_weights[g] += cuda_alloc_bytes(t);
+                gpu_active[g] += t.bytes;
+                cpu_active -= t.bytes.min(cpu_active);
+            }
+        }
+    }
+
+    // A tied output is a second tensor over the same data; as a matrix-product weight
+    // it may repack, and then it is held twice (CPU for GET_ROWS, CPU_REPACK for logits).
+    let tied_repack = match (&p.output, &p.token_embd, out_dev) {
+        (None, Some(t), None) if repack_active => {
+            let as_output = Tensor { name: "output.weight".into(), ..t.clone() };
+            if m.repack.repacks(&as_output) { t.bytes } else { 0 }
+        }
+        _ => 0,
+    };
+    cpu_repack += tied_repack;
+
+    // KV cache: each layer's cache on that layer's device (offload_kqv on).
+    let mut cpu_kv = 0u64;
+    let mut gpu_kv = vec![0u64; n_gpu];
+    for il in 0..p.layers.len() {
+        let b = kv_bytes_layer(p, ctx, il);
+        match placement.device_of(n_layer, il as u32) {
+            Some(g) if g < n_gpu => gpu_kv[g] += b,
+            _ => cpu_kv += b,
+        }
+    }
+
+    // Compute buffers.
+    let c = compute_parts(p, ctx);
+    let layers_gpu = placement.layers_per_gpu(n_layer);
+    let cpu_layers = n_layer - layers_gpu.iter().sum::<u32>();
+    let cpu_compute_alloc = if uses_gpu {
+        let mut b = c.inputs;
+        if cpu_layers > 0 {
+            b += c.layer_peak;
+        }
+        if out_dev.is_none() {
+            b += 3 * c.et4 + c.logits;
+        }
+        b
+    } else {
+        c.inputs + c.layer_peak.max(3 * c.et4 + c.logits)
+    };
+    let gpu_compute: Vec<u64> = (0..n_gpu)
+        .map(|g| {
+            if layers_gpu.get(g).copied().unwrap_or(0) == 0 && out_dev != Some(g) {
+                return 0;
+            }
+            let mut b = c.inputs + c.layer_peak;
+            if out_dev == Some(g) {
+                b = b.max(c.inputs + 3 * c.et4 + c.logits);
+            }
+            b
+        })
+        .collect();
+    // The host output buffer (logits for n_seq outputs at start; not in llama.cpp's breakdown).
+    let output_buf = p.n_vocab * u64::from(ctx.n_seq) * 4;
+
+    // Residency: what RAM really holds at the peak.
+    let mapped_bytes = if settings.mmap && map_hi > map_lo { map_hi - map_lo } else { 0 };
+    let vocab_overhead = p.n_vocab * overhead::PER_TOKEN;
+    let base = overhead::CPU_BASE + vocab_overhead + if uses_gpu { overhead::CUDA_HOST } else { 0 };
+    // The compute buffer is touched only as far as a real batch reaches: the
+    // activations of a full ubatch, and one logits row per sequence.
+    let cpu_compute_touched = if cpu_layers > 0 || !uses_gpu { c.inputs + c.layer_peak } else { c.inputs };
+    // Without flash attention the CPU converts the whole KQ matrix to f16 in its work
+    // buffer (`ggml_graph_plan`): half the KQ tensor, outside every llama.cpp buffer.
+    let n_head = u64::from(p.n_head.iter().copied().max().unwrap_or(0));
+    let work_buf = if !ctx.flash_attn && (cpu_layers > 0 || !uses_gpu) {
+        u64::from(ctx.n_ctx_seq) * u64::from(ctx.n_tokens) * n_head * 2
+    } else {
+        0
+    };
+    let cpu_weights_anon = cpu_repack + if settings.mmap { 0 } else { cpu_plain };
+    let anonymous_bytes =
+        cpu_weights_anon + cpu_kv + cpu_compute_touched.min(cpu_compute_alloc) + work_buf + output_buf + base;
+
+    let threads = u64::from(m.threads.max(1));
+    let allocated_bytes = p.file_bytes()
+        + cpu_repack
+        + if settings.mmap { 0 } else { cpu_plain }
+        + cpu_kv
+        + cpu_compute_alloc
+        + work_buf
+        + output_buf
+        + overhead::VIRTUAL_BASE
+        + threads * overhead::VIRTUAL_PER_THREAD;
+
+    let margin_ram = settings.margin_bytes.unwrap_or_else(|| (m.ram_budget_bytes / 20).max(overhead::RAM_MARGIN_MIN));
+    let mut devices = Vec::with_capacity(1 + n_gpu);
+    let cpu_buf_name = if uses_gpu { "CUDA_Host" } else { "CPU" };
+    let mut cpu_buffers = vec![BufferUse {
+        name: "CPU".into(),
+        model_bytes: cpu_plain,
+        context_bytes: cpu_kv,
+        compute_bytes: if uses_gpu { 0 } else { cpu_compute_alloc },
+    }];
+    if uses_gpu {
+        cpu_buffers.push(BufferUse {
+            name: cpu_buf_name.into(),
+            model_bytes: 0,
+            context_bytes: 0,
+            compute_bytes: cpu_compute_alloc,
+        });
+    }
+    if cpu_repack > 0 {
+        cpu_buffers.push(BufferUse { name: "CPU_REPACK".into(), model_bytes: cpu_repack, context_bytes: 0, compute_bytes: 0 });
+    }
+    let cpu_weights = cpu_plain + cpu_repack;
+    let cpu_compute = cpu_compute_alloc + output_buf;
+    devices.push(DeviceUse {
+        name: "CPU".into(),
+        kind: DeviceKind::Cpu,
+        budget_bytes: m.ram_budget_bytes,
+        weights_bytes: cpu_weights,
+        kv_bytes: cpu_kv,
+        compute_bytes: cpu_compute,
+        overhead_bytes: base,
+        margin_bytes: margin_ram,
+        total_bytes: cpu_weights + cpu_kv + cpu_compute + base + margin_ram,
+        n_layers: cpu_layers,
+        buffers: cpu_buffers,
+    });
+    for (g, spec) in m.gpus.iter().enumerate() {
+        let overhead = match spec.kind {
+            DeviceKind::Unified => overhead::UNIFIED_CONTEXT,
+            _ => overhead::CUDA_CONTEXT,
+        };
+        let used = gpu_weights[g] + gpu_kv[g] + gpu_compute[g];
+        let (overhead, margin) = if used == 0 { (0, 0) } else { (overhead, settings.margin_bytes.unwrap_or(overhead::GPU_MARGIN)) };
+        devices.push(DeviceUse {
+            name: spec.name.clone(),
+            kind: spec.kind,
+            budget_bytes: spec.budget_bytes,
+            weights_bytes: gpu_weights[g],
+            kv_bytes: gpu_kv[g],
+            compute_bytes: gpu_compute[g],
+            overhead_bytes: overhead,
+            margin_bytes: margin,
+            total_bytes: used + overhead + margin,
+            n_layers: layers_gpu.get(g).copied().unwrap_or(0),
+            buffers: vec![BufferUse {
+                name: format!("CUDA{g}"),
+                model_bytes: gpu_weights[g],
+                context_bytes: gpu_kv[g],
+                compute_bytes: gpu_compute[g],
+            }],
+        });
+    }
+    let mut active_bytes = vec![cpu_active];
+    active_bytes.extend(gpu_active);
+    Estimate { ctx: *ctx, devices, anonymous_bytes, mapped_bytes, allocated_bytes, active_bytes }
+}

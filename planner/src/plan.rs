@@ -1,0 +1,262 @@
+//! The plan: settings in, a serialisable verdict out.
+//!
+//! [`Settings`] is what the user asked for (llama.cpp's options and defaults);
+//! [`Plan`] is what the solver chose and what it costs on each device. Both are
+//! plain data: rendering them as a table or JSON is the app's job.
+
+use serde::Serialize;
+
+use crate::gguf::GgmlType;
+
+/// Version of the `plan --json` object layout.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Flash attention, as llama.cpp's `--flash-attn` takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FlashAttn {
+    /// llama.cpp enables it when every backend supports it with the chosen cache types.
+    Auto,
+    /// Forced on.
+    On,
+    /// Forced off.
+    Off,
+}
+
+/// What the user asked for. Defaults are llama.cpp's command-line defaults.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Settings {
+    /// `--ctx-size`; `None` lets the solver choose.
+    pub n_ctx: Option<u32>,
+    /// `--batch-size`.
+    pub n_batch: u32,
+    /// `--ubatch-size`.
+    pub n_ubatch: u32,
+    /// `--parallel` (sequences sharing the context).
+    pub n_parallel: u32,
+    /// `--n-gpu-layers`; `None` lets the solver choose.
+    pub n_gpu_layers: Option<u32>,
+    /// `--cache-type-k`.
+    pub cache_type_k: GgmlType,
+    /// `--cache-type-v`.
+    pub cache_type_v: GgmlType,
+    /// `--flash-attn`.
+    pub flash_attn: FlashAttn,
+    /// `--swa-full`.
+    pub swa_full: bool,
+    /// Memory-map the weights (llama.cpp's default) rather than read them.
+    pub mmap: bool,
+    /// Let the CPU backend repack weights (`use_extra_bufts`).
+    pub repack: bool,
+    /// `--margin`: overrides the default margins (per GPU, and for RAM).
+    pub margin_bytes: Option<u64>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            n_ctx: None,
+            n_batch: 2048,
+            n_ubatch: 512,
+            n_parallel: 1,
+            n_gpu_layers: None,
+            cache_type_k: GgmlType::F16,
+            cache_type_v: GgmlType::F16,
+            flash_attn: FlashAttn::Auto,
+            swa_full: false,
+            mmap: true,
+            repack: true,
+            margin_bytes: None,
+        }
+    }
+}
+
+/// The verdict, in the words `plan` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum Verdict {
+    /// Everything fits, all layers where the plan wants them.
+    #[serde(rename = "fits")]
+    Fits,
+    /// Fits, with some layers kept in system RAM.
+    #[serde(rename = "fits with offload")]
+    FitsWithOffload,
+    /// Some budget is exceeded.
+    #[serde(rename = "does not fit")]
+    DoesNotFit,
+}
+
+impl Verdict {
+    /// The words used in text output and JSON.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Fits => "fits",
+            Self::FitsWithOffload => "fits with offload",
+            Self::DoesNotFit => "does not fit",
+        }
+    }
+
+    /// Whether the model can start.
+    #[must_use]
+    pub fn fits(self) -> bool {
+        self != Self::DoesNotFit
+    }
+}
+
+/// What kind of memory a device has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeviceKind {
+    /// System RAM used by the CPU backend.
+    Cpu,
+    /// Dedicated GPU memory.
+    Gpu,
+    /// A GPU drawing on system RAM (Apple Silicon, APUs).
+    Unified,
+}
+
+/// One llama.cpp buffer type's share, in the shape of llama.cpp's own
+/// `llama_get_memory_breakdown` rows, so the two can be compared directly.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BufferUse {
+    /// Buffer type name (`CPU`, `CPU_REPACK`, `CUDA0`, `CUDA_Host`).
+    pub name: String,
+    /// Model weights.
+    pub model_bytes: u64,
+    /// Context: KV cache, recurrent state, output buffer.
+    pub context_bytes: u64,
+    /// Compute buffer.
+    pub compute_bytes: u64,
+}
+
+/// Allocation on one device.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeviceUse {
+    /// Device name (`CPU`, the GPU's name).
+    pub name: String,
+    /// Device kind.
+    pub kind: DeviceKind,
+    /// Memory the plan may use on this device.
+    pub budget_bytes: u64,
+    /// Weights placed here.
+    pub weights_bytes: u64,
+    /// KV cache (and recurrent state) here.
+    pub kv_bytes: u64,
+    /// Compute buffers (and the output buffer).
+    pub compute_bytes: u64,
+    /// Runtime overhead (backend context, allocator slack).
+    pub overhead_bytes: u64,
+    /// Safety margin against fragmentation.
+    pub margin_bytes: u64,
+    /// Sum of the five before.
+    pub total_bytes: u64,
+    /// Repeating layers placed on this device.
+    pub n_layers: u32,
+    /// llama.cpp buffer types on this device.
+    pub buffers: Vec<BufferUse>,
+}
+
+/// What the process will hold in RAM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct RamUse {
+    /// RAM the plan may use (smallest of available memory, cgroup and process limits).
+    pub budget_bytes: u64,
+    /// Predicted peak resident set size.
+    pub peak_bytes: u64,
+    /// The anonymous part of the peak: must fit, or the kernel kills the process.
+    pub anonymous_bytes: u64,
+    /// Memory-mapped weight pages (page cache; paged from disk when short).
+    pub mapped_bytes: u64,
+    /// Allocated (not necessarily touched) bytes: what `RLIMIT_AS`/`RLIMIT_DATA` count.
+    pub allocated_bytes: u64,
+}
+
+/// A warning attached to a plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Warning {
+    /// Stable machine-readable code (`offload_slow`, `pages_from_disk`, ...).
+    pub code: String,
+    /// One line for a person.
+    pub message: String,
+}
+
+/// The model a plan is for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ModelInfo {
+    /// Where it was read from.
+    pub path: String,
+    /// `general.architecture`.
+    pub architecture: String,
+    /// `general.name`.
+    pub name: Option<String>,
+    /// Parameters.
+    pub n_params: u64,
+    /// File size (header plus tensor data).
+    pub file_bytes: u64,
+    /// Training context.
+    pub n_ctx_train: u64,
+}
+
+/// The settings the plan resolved (what the runner will pass to llama.cpp).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Resolved {
+    /// Logical batch, after llama.cpp caps it at the context.
+    pub n_batch: u32,
+    /// Physical batch.
+    pub n_ubatch: u32,
+    /// K cache type.
+    pub cache_type_k: String,
+    /// V cache type.
+    pub cache_type_v: String,
+    /// Whether flash attention ends up on.
+    pub flash_attn: bool,
+    /// `--swa-full`.
+    pub swa_full: bool,
+    /// Weights memory-mapped.
+    pub mmap: bool,
+    /// CPU repacking enabled.
+    pub repack: bool,
+    /// Layers per GPU, in device order (llama.cpp's `--tensor-split`).
+    pub tensor_split: Vec<u32>,
+}
+
+/// A plan for one model file on one machine.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Plan {
+    /// Layout version of this object.
+    pub schema_version: u32,
+    /// The headroom version that made it.
+    pub headroom_version: String,
+    /// The llama.cpp build the runner uses (filled in by the app).
+    pub llama_cpp: String,
+    /// The model.
+    pub model: ModelInfo,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// Quantization label.
+    pub quant: String,
+    /// Repeating layers on GPUs (llama.cpp counts the output layer as one more).
+    pub n_gpu_layers: u32,
+    /// Context size in tokens (as llama.cpp will pad it).
+    pub n_ctx: u32,
+    /// Parallel sequences.
+    pub n_parallel: u32,
+    /// Resolved settings.
+    pub settings: Resolved,
+    /// Allocation per device (CPU first).
+    pub devices: Vec<DeviceUse>,
+    /// Process residency.
+    pub ram: RamUse,
+    /// Estimated decode speed.
+    pub est_decode_tokens_per_s: f64,
+    /// Estimated prompt-processing speed.
+    pub est_prompt_tokens_per_s: f64,
+    /// Decode speed with every layer on the GPU, when there is one.
+    pub est_full_gpu_decode_tokens_per_s: Option<f64>,
+    /// Warnings.
+    pub warnings: Vec<Warning>,
+    /// llama.cpp arguments that reproduce the plan.
+    pub llama_args: Vec<String>,
+    /// Runner-up plans, when several files were compared.
+    pub alternatives: Vec<Plan>,
+}

@@ -1,0 +1,540 @@
+//! `ModelProfile`: the architecture facts and weight layout the memory model
+//! needs, distilled from a GGUF header.
+//!
+//! The profile is architecture-generic: it reads the `{arch}.*` keys llama.cpp
+//! reads and sorts tensors into layers by their `blk.N.` prefix. Headers that
+//! contradict themselves are rejected here, before any plan is made, because
+//! llama.cpp would refuse (or crash on) them at load time.
+
+use serde::Serialize;
+use thiserror::Error;
+
+use crate::arch;
+use crate::gguf::{GgmlType, Header};
+
+/// Why a header cannot be turned into a model profile.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum ProfileError {
+    /// `general.architecture` is absent.
+    #[error("the header has no general.architecture key")]
+    NoArchitecture,
+    /// llama.cpp cannot load this architecture.
+    #[error("architecture '{0}' is not known to llama.cpp")]
+    UnknownArchitecture(String),
+    /// A key llama.cpp requires is absent or of the wrong type.
+    #[error("missing or invalid key '{0}'")]
+    MissingKey(String),
+    /// A value is out of range (zero heads, zero layers, ...).
+    #[error("invalid value for '{key}': {why}")]
+    Invalid {
+        /// The offending key.
+        key: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// The tensors do not match what the metadata says.
+    #[error("inconsistent header: {0}")]
+    Inconsistent(String),
+}
+
+/// One weight tensor, as the memory model needs it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Tensor {
+    /// Tensor name (`blk.3.attn_q.weight`).
+    pub name: String,
+    /// ggml type.
+    pub ty: GgmlType,
+    /// Dimensions, innermost first (ggml `ne`).
+    pub dims: Vec<u64>,
+    /// Bytes in the file.
+    pub bytes: u64,
+    /// Offset of its data from the start of the data section.
+    pub offset: u64,
+}
+
+impl Tensor {
+    /// Whether this is a stacked mixture-of-experts tensor (`ffn_*_exps`).
+    #[must_use]
+    pub fn is_expert(&self) -> bool {
+        self.name.contains("_exps.")
+    }
+
+    /// Elements in the tensor.
+    #[must_use]
+    pub fn n_elements(&self) -> u64 {
+        self.dims.iter().copied().fold(1u64, u64::saturating_mul)
+    }
+}
+
+/// The weights of one repeating layer (`blk.N.*`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Layer {
+    /// All tensors of the layer.
+    pub tensors: Vec<Tensor>,
+}
+
+impl Layer {
+    /// Bytes of all tensors in the layer.
+    #[must_use]
+    pub fn bytes(&self) -> u64 {
+        self.tensors.iter().map(|t| t.bytes).sum()
+    }
+
+    /// Bytes of the stacked expert tensors only.
+    #[must_use]
+    pub fn expert_bytes(&self) -> u64 {
+        self.tensors.iter().filter(|t| t.is_expert()).map(|t| t.bytes).sum()
+    }
+}
+
+/// Sliding-window attention facts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SlidingWindow {
+    /// Window size in tokens.
+    pub window: u32,
+    /// Per layer: whether it uses the window (else full attention).
+    pub layers: Vec<bool>,
+}
+
+/// Mixture-of-experts facts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Experts {
+    /// Experts per MoE layer.
+    pub count: u32,
+    /// Experts used per token.
+    pub used: u32,
+    /// Shared experts (always active).
+    pub shared: u32,
+}
+
+/// DeepSeek-2-style multi-head latent attention: the cache holds a
+/// compressed latent vector per token instead of full keys and values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Mla {
+    /// Latent (compressed KV) rank.
+    pub kv_lora_rank: u32,
+    /// Rotary dimensions kept uncompressed.
+    pub n_rot: u32,
+}
+
+/// State-space (Mamba-style) recurrent layer facts: a fixed state per
+/// sequence instead of a cache that grows with context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Recurrent {
+    /// Convolution kernel size (`ssm.conv_kernel`).
+    pub d_conv: u32,
+    /// Inner size (`ssm.inner_size`).
+    pub d_inner: u32,
+    /// State size (`ssm.state_size`).
+    pub d_state: u32,
+    /// Groups (`ssm.group_count`), 0 for Mamba-1.
+    pub n_group: u32,
+    /// RWKV-style: bytes of state per layer per sequence when the
+    /// architecture is RWKV (`wkv.head_size`), else 0.
+    pub rwkv_state_floats: u64,
+}
+
+/// Everything the planner knows about a model, from its header.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModelProfile {
+    /// `general.architecture`.
+    pub arch: String,
+    /// `general.name`, if present.
+    pub name: Option<String>,
+    /// The quantization label (`Q4_K_M`), from `general.file_type` or the
+    /// dominant tensor type.
+    pub quant: String,
+    /// Parameters (sum of tensor elements).
+    pub n_params: u64,
+    /// Repeating layers.
+    pub n_layer: u32,
+    /// Embedding width.
+    pub n_embd: u32,
+    /// Attention heads per layer.
+    pub n_head: Vec<u32>,
+    /// KV heads per layer (0 marks a recurrent layer in hybrids).
+    pub n_head_kv: Vec<u32>,
+    /// Key head size.
+    pub head_dim_k: u32,
+    /// Value head size.
+    pub head_dim_v: u32,
+    /// Feed-forward width of the first dense layer (0 if none).
+    pub n_ff: u32,
+    /// Vocabulary size.
+    pub n_vocab: u64,
+    /// Training context.
+    pub n_ctx_train: u64,
+    /// Sliding-window attention, if the model uses it.
+    pub swa: Option<SlidingWindow>,
+    /// Mixture of experts, if any.
+    pub experts: Option<Experts>,
+    /// Latent attention, if any.
+    pub mla: Option<Mla>,
+    /// Recurrent state, if any.
+    pub recurrent: Option<Recurrent>,
+    /// Per-layer weights.
+    pub layers: Vec<Layer>,
+    /// `token_embd.weight`.
+    pub token_embd: Option<Tensor>,
+    /// `output.weight` (absent when tied to the embedding).
+    pub output: Option<Tensor>,
+    /// Other non-layer tensors (`output_norm.weight`, `rope_freqs.weight`, ...).
+    pub globals: Vec<Tensor>,
+    /// Bytes of all tensor data.
+    pub weight_bytes: u64,
+    /// Bytes before the tensor data (header and padding).
+    pub data_offset: u64,
+}
+
+impl ModelProfile {
+    /// File size implied by the header: header plus the end of the last tensor.
+    #[must_use]
+    pub fn file_bytes(&self) -> u64 {
+        self.data_offset.saturating_add(self.weight_bytes)
+    }
+
+    /// Layers whose attention has a KV cache (not recurrent).
+    #[must_use]
+    pub fn is_attention_layer(&self, il: usize) -> bool {
+        self.n_head_kv.get(il).copied().unwrap_or(0) > 0
+    }
+
+    /// Whether layer `il` uses the sliding window.
+    #[must_use]
+    pub fn is_swa_layer(&self, il: usize) -> bool {
+        self.swa.as_ref().is_some_and(|s| s.layers.get(il).copied().unwrap_or(false))
+    }
+
+    /// Bytes of the non-layer tensors.
+    #[must_use]
+    pub fn global_bytes(&self) -> u64 {
+        self.token_embd.iter().chain(self.output.iter()).chain(self.globals.iter()).map(|t| t.bytes).sum()
+    }
+
+    /// Weights read per generated token: every dense weight, plus only the
+    /// active share of the expert tensors, plus one row of the embedding.
+    #[must_use]
+    pub fn active_bytes_per_token(&self) -> u64 {
+        let mut total = 0u64;
+        for layer in &self.layers {
+            total += active_layer_bytes(layer, self.experts);
+        }
+        total += self.output.as_ref().or(self.token_embd.as_ref()).map_or(0, |t| t.bytes);
+        total += self.globals.iter().map(|t| t.bytes).sum::<u64>();
+        total
+    }
+}
+
+/// Bytes of a layer read per token (only `used` of `count` experts).
+#[must_use]
+pub fn active_layer_bytes(layer: &Layer, experts: Option<Experts>) -> u64 {
+    let experts_b = layer.expert_bytes();
+    let dense = layer.bytes() - experts_b;
+    match experts {
+        Some(e) if e.count > 0 => dense + experts_b * u64::from(e.used.min(e.count)) / u64::from(e.count),
+        _ => dense + experts_b,
+    }
+}
+
+fn key(arch: &str, suffix: &str) -> String {
+    format!("{arch}.{suffix}")
+}
+
+fn to_u32(key: &str, v: u64) -> Result<u32, ProfileError> {
+    u32::try_from(v).map_err(|_| ProfileError::Invalid { key: key.to_string(), why: format!("{v} is too large") })
+}
+
+/// A per-layer value: a scalar broadcast to every layer, or an array of
+/// exactly `n_layer` entries (llama.cpp's `get_key_or_arr`).
+fn per_layer(h: &Header, k: &str, n_layer: u32) -> Result<Option<Vec<u32>>, ProfileError> {
+    if let Some(arr) = h.get_u64_array(k) {
+        if arr.len() != n_layer as usize {
+            return Err(ProfileError::Invalid {
+                key: k.to_string(),
+                why: format!("array has {} entries for {n_layer} layers", arr.len()),
+            });
+        }
+        return arr.into_iter().map(|v| to_u32(k, v)).collect::<Result<Vec<_>, _>>().map(Some);
+    }
+    match h.get_u64(k) {
+        Some(v) => Ok(Some(vec![to_u32(k, v)?; n_layer as usize])),
+        None if h.get(k).is_some() => Err(ProfileError::MissingKey(k.to_string())),
+        None => Ok(None),
+    }
+}
+
+fn req_u32(h: &Header, k: &str) -> Result<u32, ProfileError> {
+    let v = h.get_u64(k).ok_or_else(|| ProfileError::MissingKey(k.to_string()))?;
+    to_u32(k, v)
+}
+
+fn opt_u32(h: &Header, k: &str) -> Result<Option<u32>, ProfileError> {
+    h.get_u64(k).map(|v| to_u32(k, v)).transpose()
+}
+
+/// The llama.cpp `general.file_type` (`llama_ftype`) label.
+#[must_use]
+pub fn ftype_label(ftype: u64) -> Option<&'static str> {
+    Some(match ftype {
+        0 => "F32",
+        1 => "F16",
+        2 => "Q4_0",
+        3 => "Q4_1",
+        7 => "Q8_0",
+        8 => "Q5_0",
+        9 => "Q5_1",
+        10 => "Q2_K",
+        11 => "Q3_K_S",
+        12 => "Q3_K_M",
+        13 => "Q3_K_L",
+        14 => "Q4_K_S",
+        15 => "Q4_K_M",
+        16 => "Q5_K_S",
+        17 => "Q5_K_M",
+        18 => "Q6_K",
+        19 => "IQ2_XXS",
+        20 => "IQ2_XS",
+        21 => "Q2_K_S",
+        22 => "IQ3_XS",
+        23 => "IQ3_XXS",
+        24 => "IQ1_S",
+        25 => "IQ4_NL",
+        26 => "IQ3_S",
+        27 => "IQ3_M",
+        28 => "IQ2_S",
+        29 => "IQ2_M",
+        30 => "IQ4_XS",
+        31 => "IQ1_M",
+        32 => "BF16",
+        36 => "TQ1_0",
+        37 => "TQ2_0",
+        38 => "MXFP4_MOE",
+        _ => return None,
+    })
+}
+
+/// Build a profile from a parsed header, checking it for consistency.
+///
+/// # Errors
+/// A [`ProfileError`] naming the first contradiction found.
+pub fn profile(h: &Header) -> Result<ModelProfile, ProfileError> {
+    let arch = h.get_str("general.architecture").ok_or(ProfileError::NoArchitecture)?.to_string();
+    if !arch::is_known(&arch) {
+        return Err(ProfileError::UnknownArchitecture(arch));
+    }
+    let a = arch.as_str();
+    let n_layer = req_u32(h, &key(a, "block_count"))?;
+    if n_layer == 0 {
+        return Err(ProfileError::Invalid { key: key(a, "block_count"), why: "zero layers".into() });
+    }
+    let n_embd = req_u32(h, &key(a, "embedding_length"))?;
+    if n_embd == 0 {
+        return Err(ProfileError::Invalid { key: key(a, "embedding_length"), why: "zero width".into() });
+    }
+    let k_head = key(a, "attention.head_count");
+    let n_head = per_layer(h, &k_head, n_layer)?.ok_or_else(|| ProfileError::MissingKey(k_head.clone()))?;
+    let recurrent = recurrent_facts(h, a)?;
+    if recurrent.is_none() && n_head.contains(&0) {
+        return Err(ProfileError::Invalid { key: k_head, why: "zero attention heads".into() });
+    }
+    let k_head_kv = key(a, "attention.head_count_kv");
+    let n_head_kv = per_layer(h, &k_head_kv, n_layer)?.unwrap_or_else(|| n_head.clone());
+    for (il, (&kv, &q)) in n_head_kv.iter().zip(&n_head).enumerate() {
+        if kv > q || (kv > 0 && q % kv != 0) {
+            return Err(ProfileError::Invalid {
+                key: k_head_kv,
+                why: format!("layer {il}: {kv} KV heads do not divide {q} heads"),
+            });
+        }
+        if kv == 0 && recurrent.is_none() {
+            return Err(ProfileError::Invalid { key: k_head_kv, why: format!("layer {il}: zero KV heads") });
+        }
+    }
+    let max_head = n_head.iter().copied().max().unwrap_or(0).max(1);
+    let head_dim_k = opt_u32(h, &key(a, "attention.key_length"))?.unwrap_or(n_embd / max_head);
+    let head_dim_v = opt_u32(h, &key(a, "attention.value_length"))?.unwrap_or(n_embd / max_head);
+    if head_dim_k == 0 || head_dim_v == 0 {
+        return Err(ProfileError::Invalid { key: key(a, "attention.key_length"), why: "zero head size".into() });
+    }
+    let n_ff = per_layer(h, &key(a, "feed_forward_length"), n_layer)?
+        .and_then(|v| v.into_iter().find(|&x| x > 0))
+        .unwrap_or(0);
+    let n_ctx_train = h.get_u64(&key(a, "context_length")).unwrap_or(0);
+
+    // Tensors.
+    let mut layers = vec![Layer::default(); n_layer as usize];
+    let mut token_embd = None;
+    let mut output = None;
+    let mut globals = Vec::new();
+    let mut n_params = 0u64;
+    let mut weight_bytes = 0u64;
+    let mut type_bytes: Vec<(GgmlType, u64)> = Vec::new();
+    for t in &h.tensors {
+        let tensor = Tensor { name: t.name.clone(), ty: t.ty, dims: t.dims.clone(), bytes: t.bytes, offset: t.offset };
+        n_params = n_params.saturating_add(tensor.n_elements());
+        weight_bytes = weight_bytes.saturating_add(t.bytes);
+        if t.dims.len() >= 2 {
+            match type_bytes.iter_mut().find(|(ty, _)| *ty == t.ty) {
+                Some((_, b)) => *b += t.bytes,
+                None => type_bytes.push((t.ty, t.bytes)),
+            }
+        }
+        if let Some(rest) = t.name.strip_prefix("blk.") {
+            let idx: Option<u32> = rest.split('.').next().and_then(|s| s.parse().ok());
+            let Some(il) = idx else {
+                return Err(ProfileError::Inconsistent(format!("tensor '{}' has no layer number", t.name)));
+            };
+            let Some(layer) = layers.get_mut(il as usize) else {
+                return Err(ProfileError::Inconsistent(format!(
+                    "tensor '{}' is in layer {il} but the model has {n_layer} layers",
+                    t.name
+                )));
+            };
+            layer.tensors.push(tensor);
+        } else if t.name == "token_embd.weight" {
+            token_embd = Some(tensor);
+        } else if t.name == "output.weight" {
+            output = Some(tensor);
+        } else {
+            globals.push(tensor);
+        }
+    }
+    // Layers past `n_layer - nextn` may be multi-token-prediction heads that
+    // llama.cpp loads but some files omit; every other layer must have weights.
+    let nextn = h.get_u64(&key(a, "nextn_predict_layers")).unwrap_or(0);
+    for (il, layer) in layers.iter().enumerate() {
+        if layer.tensors.is_empty() && (il as u64) < u64::from(n_layer).saturating_sub(nextn) {
+            return Err(ProfileError::Inconsistent(format!("layer {il} of {n_layer} has no tensors")));
+        }
+    }
+
+    // Vocabulary: the token list, else the explicit size, must match the
+    // embedding's rows.
+    let embd_rows = token_embd.as_ref().and_then(|t| t.dims.get(1).copied());
+    let listed = h.array_len("tokenizer.ggml.tokens").or_else(|| h.get_u64(&key(a, "vocab_size")));
+    let n_vocab = match (listed, embd_rows) {
+        (Some(v), Some(rows)) if v != rows => {
+            return Err(ProfileError::Inconsistent(format!(
+                "the vocabulary has {v} tokens but token_embd.weight has {rows} rows"
+            )));
+        }
+        (Some(v), _) => v,
+        (None, Some(rows)) => rows,
+        (None, None) => return Err(ProfileError::MissingKey("tokenizer.ggml.tokens".into())),
+    };
+    if let Some(t) = &token_embd {
+        if t.dims.first().copied() != Some(u64::from(n_embd)) {
+            return Err(ProfileError::Inconsistent(format!(
+                "token_embd.weight is {:?} but embedding_length is {n_embd}",
+                t.dims
+            )));
+        }
+    }
+
+    let swa = sliding_window(h, a, n_layer)?;
+    let experts = match opt_u32(h, &key(a, "expert_count"))? {
+        Some(count) if count > 0 => {
+            let used = opt_u32(h, &key(a, "expert_used_count"))?.unwrap_or(0);
+            if used == 0 || used > count {
+                return Err(ProfileError::Invalid {
+                    key: key(a, "expert_used_count"),
+                    why: format!("{used} used of {count} experts"),
+                });
+            }
+            let shared = opt_u32(h, &key(a, "expert_shared_count"))?.unwrap_or(0);
+            Some(Experts { count, used, shared })
+        }
+        _ => None,
+    };
+    let mla = match opt_u32(h, &key(a, "attention.kv_lora_rank"))? {
+        Some(rank) if rank > 0 => {
+            let n_rot = opt_u32(h, &key(a, "rope.dimension_count"))?.unwrap_or(0);
+            Some(Mla { kv_lora_rank: rank, n_rot })
+        }
+        _ => None,
+    };
+    let quant = h
+        .get_u64("general.file_type")
+        .and_then(ftype_label)
+        .map(str::to_string)
+        .or_else(|| type_bytes.iter().max_by_key(|(_, b)| *b).map(|(ty, _)| ty.name().to_string()))
+        .unwrap_or_else(|| "unknown".to_string());
+
+    Ok(ModelProfile {
+        name: h.get_str("general.name").map(str::to_string),
+        arch,
+        quant,
+        n_params,
+        n_layer,
+        n_embd,
+        n_head,
+        n_head_kv,
+        head_dim_k,
+        head_dim_v,
+        n_ff,
+        n_vocab,
+        n_ctx_train,
+        swa,
+        experts,
+        mla,
+        recurrent,
+        layers,
+        token_embd,
+        output,
+        globals,
+        weight_bytes,
+        data_offset: h.data_offset,
+    })
+}
+
+fn sliding_window(h: &Header, a: &str, n_layer: u32) -> Result<Option<SlidingWindow>, ProfileError> {
+    let Some(def) = arch::swa_default(a) else { return Ok(None) };
+    let window = opt_u32(h, &key(a, "attention.sliding_window"))?;
+    let window = match (window, def.default_window) {
+        (Some(w), _) if w > 0 => w,
+        (None, Some(w)) if !def.needs_window_key => w,
+        _ => return Ok(None),
+    };
+    let k_pattern = key(a, "attention.sliding_window_pattern");
+    let layers = if let Some(arr) = h.get_u64_array(&k_pattern) {
+        // A per-layer bool array (llama.cpp `get_arr` into `is_swa_impl`).
+        if arr.len() != n_layer as usize {
+            return Err(ProfileError::Invalid {
+                key: k_pattern,
+                why: format!("{} entries for {n_layer} layers", arr.len()),
+            });
+        }
+        arr.into_iter().map(|v| v != 0).collect()
+    } else if let Some(bools) = h.get_bool_array(&k_pattern) {
+        if bools.len() != n_layer as usize {
+            return Err(ProfileError::Invalid {
+                key: k_pattern,
+                why: format!("{} entries for {n_layer} layers", bools.len()),
+            });
+        }
+        bools
+    } else {
+        let n = opt_u32(h, &k_pattern)?.unwrap_or(def.n_pattern);
+        arch::swa_layers(n_layer, n, def.dense_first)
+    };
+    Ok(Some(SlidingWindow { window, layers }))
+}
+
+fn recurrent_facts(h: &Header, a: &str) -> Result<Option<Recurrent>, ProfileError> {
+    if let Some(d_inner) = opt_u32(h, &key(a, "ssm.inner_size"))? {
+        return Ok(Some(Recurrent {
+            d_conv: opt_u32(h, &key(a, "ssm.conv_kernel"))?.unwrap_or(4),
+            d_inner,
+            d_state: opt_u32(h, &key(a, "ssm.state_size"))?.unwrap_or(16),
+            n_group: opt_u32(h, &key(a, "ssm.group_count"))?.unwrap_or(0),
+            rwkv_state_floats: 0,
+        }));
+    }
+    if let Some(head) = opt_u32(h, &key(a, "wkv.head_size"))? {
+        let n_embd = u64::from(req_u32(h, &key(a, "embedding_length"))?);
+        // RWKV: token-shift (2 × n_embd) plus the wkv state (n_embd × head_size).
+        let floats = 2 * n_embd + n_embd * u64::from(head);
+        return Ok(Some(Recurrent { d_conv: 0, d_inner: 0, d_state: 0, n_group: 0, rwkv_state_floats: floats }));
+    }
+    Ok(None)
+}

@@ -1,0 +1,449 @@
+//! The solver: for a model and a machine, the most GPU layers that fit, the
+//! context, MoE expert placement, the verdict, warnings and llama.cpp flags;
+//! and, given several quantizations of one model, which one to run.
+//!
+//! Rules (each tested in `tests/simulated_machines.rs`):
+//! - Context: `--ctx-size` when given; else at least 4096 (or the training
+//!   context if smaller), grown in powers of two up to min(training, 32768)
+//!   only while that costs no GPU layer and still fits.
+//! - GPU layers: the most that fit, counting the output layer the way
+//!   llama.cpp's `-ngl` does; several GPUs share layers in proportion to their
+//!   free memory (llama.cpp's default split, passed explicitly as `-ts`).
+//! - MoE: when not every layer fits, keeping the experts of the first N layers
+//!   in RAM (`--n-cpu-moe N`) is tried too, and the faster plan wins.
+//! - Quantization choice: the highest-quality file that fits fully on the GPU
+//!   (or in RAM without a GPU); otherwise the best score, `bits per weight ×
+//!   min(1, tokens/s ÷ 10)`: quality, discounted once speed drops below a
+//!   readable 10 tokens/s.
+
+use crate::hw::{GpuVendor, HardwareSnapshot, Source};
+use crate::memory::{self, Context, Estimate, GpuSpec, MachineSpec, Placement, RepackRules};
+use crate::plan::{
+    DeviceKind, FlashAttn, ModelInfo, Plan, RamUse, Resolved, SCHEMA_VERSION, Settings, Verdict, Warning,
+};
+use crate::profile::ModelProfile;
+use crate::speed::{self, Throughput};
+
+/// Default GPU bandwidth when a GPU reports none (a mid-range discrete card).
+pub const DEFAULT_GPU_BANDWIDTH: f64 = 450e9;
+/// Smallest default context.
+pub const MIN_DEFAULT_CTX: u32 = 4096;
+/// Largest context the solver grows to on its own.
+pub const MAX_AUTO_CTX: u32 = 32768;
+/// Offload warning threshold: warn when offload costs more than this share of full-GPU speed.
+pub const OFFLOAD_WARN_SHARE: f64 = 0.25;
+
+/// What the planner needs to know about the build that will run the plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Build {
+    /// The build can use GPUs (a CUDA, ROCm, Vulkan or Metal backend).
+    pub gpu: bool,
+}
+
+/// The machine reduced to budgets and speeds.
+struct Machine {
+    spec: MachineSpec,
+    cpu: Throughput,
+    gpus: Vec<Throughput>,
+    unified: bool,
+    gpu_usable: bool,
+}
+
+fn machine(hw: &HardwareSnapshot, build: Build) -> Machine {
+    let ram = &hw.ram;
+    let mut resident = ram.available_bytes;
+    if let Some(h) = ram.cgroup.as_ref().and_then(crate::hw::CgroupMemory::headroom_bytes) {
+        resident = resident.min(h);
+    }
+    let alloc_limit = [ram.rlimit_as_bytes, ram.rlimit_data_bytes].into_iter().flatten().min();
+    let simulated = !matches!(hw.source, Source::Probed);
+    let gpu_usable = build.gpu || simulated;
+    let unified = hw.unified.is_some();
+    let mut gpus = Vec::new();
+    let mut thr = Vec::new();
+    if let Some(u) = &hw.unified {
+        let g = hw.gpus.first();
+        gpus.push(GpuSpec {
+            name: g.map_or_else(|| "GPU (unified)".to_string(), |g| g.name.clone()),
+            kind: DeviceKind::Unified,
+            budget_bytes: u.gpu_limit_bytes.min(resident),
+        });
+        thr.push(speed::gpu_throughput(g.and_then(|g| g.bandwidth_bytes_per_s).unwrap_or(ram.bandwidth_bytes_per_s)));
+    } else {
+        for g in &hw.gpus {
+            gpus.push(GpuSpec {
+                name: g.name.clone(),
+                kind: if g.vendor == GpuVendor::Apple { DeviceKind::Unified } else { DeviceKind::Gpu },
+                budget_bytes: g.free_bytes,
+            });
+            thr.push(speed::gpu_throughput(g.bandwidth_bytes_per_s.unwrap_or(DEFAULT_GPU_BANDWIDTH)));
+        }
+    }
+    let threads = hw.cpu.physical_cores.max(1);
+    Machine {
+        spec: MachineSpec {
+            gpus: if gpu_usable { gpus } else { Vec::new() },
+            repack: RepackRules::for_cpu(&hw.cpu.arch, &hw.cpu.features),
+            ram_budget_bytes: resident,
+            alloc_limit_bytes: alloc_limit,
+            threads,
+        },
+        cpu: speed::cpu_throughput(ram.bandwidth_bytes_per_s, threads, &hw.cpu.features),
+        gpus: if gpu_usable { thr } else { Vec::new() },
+        unified,
+        gpu_usable,
+    }
+}
+
+/// Whether an estimate fits every budget.
+fn fits(e: &Estimate, m: &Machine) -> bool {
+    let ram_margin = e.devices[0].margin_bytes;
+    let mut ram_need = e.anonymous_bytes + ram_margin;
+    for d in &e.devices[1..] {
+        if d.total_bytes > d.budget_bytes {
+            return false;
+        }
+        if m.unified {
+            // One pool: the GPU's allocations come out of the same RAM.
+            ram_need += d.total_bytes;
+        }
+    }
+    if ram_need > m.spec.ram_budget_bytes {
+        return false;
+    }
+    m.spec.alloc_limit_bytes.is_none_or(|lim| e.allocated_bytes <= lim)
+}
+
+fn split_for(m: &Machine) -> Vec<f64> {
+    m.spec.gpus.iter().map(|g| g.budget_bytes as f64).collect()
+}
+
+fn placement(m: &Machine, ngl: u32, n_cpu_moe: u32) -> Placement {
+    Placement { n_gpu_layers: ngl, split: split_for(m), n_cpu_moe }
+}
+
+fn eval(p: &ModelProfile, s: &Settings, ctx_tokens: u32, pl: &Placement, m: &Machine) -> Estimate {
+    memory::estimate(p, s, &Context::resolve(s, ctx_tokens), pl, &m.spec)
+}
+
+/// The most GPU layers (llama.cpp `-ngl`) that fit at this context, if any placement does.
+fn max_layers(p: &ModelProfile, s: &Settings, ctx: u32, m: &Machine) -> Option<u32> {
+    let top = if m.spec.gpus.is_empty() { 0 } else { p.n_layer + 1 };
+    (0..=top).rev().find(|&ngl| fits(&eval(p, s, ctx, &placement(m, ngl, 0), m), m))
+}
+
+fn decode_speed(p: &ModelProfile, e: &Estimate, m: &Machine) -> (f64, f64) {
+    let mut devs = vec![m.cpu];
+    devs.extend(m.gpus.iter().copied());
+    // Bytes per token: active weights plus reading a quarter-full KV cache, a
+    // typical conversation.
+    let kv_share: Vec<u64> = e.devices.iter().map(|d| d.kv_bytes / 4).collect();
+    let bytes: Vec<u64> = e.active_bytes.iter().zip(&kv_share).map(|(a, k)| a + k).collect();
+    let bpw = bits_per_weight(p);
+    let params: Vec<u64> = e.active_bytes.iter().map(|b| (*b as f64 * 8.0 / bpw) as u64).collect();
+    (speed::decode_tokens_per_s(&bytes, &params, &devs), speed::prompt_tokens_per_s(&params, &devs, 0))
+}
+
+/// Effective bits per weight of a model file (its quality class).
+#[must_use]
+pub fn bits_per_weight(p: &ModelProfile) -> f64 {
+    if p.n_params == 0 { 0.0 } else { p.weight_bytes as f64 * 8.0 / p.n_params as f64 }
+}
+
+/// The contexts the solver tries, smallest first.
+fn context_steps(p: &ModelProfile, s: &Settings) -> Vec<u32> {
+    if let Some(c) = s.n_ctx {
+        return vec![c];
+    }
+    let train = u32::try_from(p.n_ctx_train).unwrap_or(u32::MAX);
+    let train = if train == 0 { MAX_AUTO_CTX } else { train };
+    let min = MIN_DEFAULT_CTX.min(train);
+    let cap = train.min(MAX_AUTO_CTX).max(min);
+    let mut steps = vec![min];
+    let mut c = min;
+    while c < cap {
+        c = (c * 2).min(cap);
+        steps.push(c);
+    }
+    steps
+}
+
+/// Plan one model file on one machine.
+#[must_use]
+pub fn plan(p: &ModelProfile, path: &str, s: &Settings, hw: &HardwareSnapshot, build: Build) -> Plan {
+    let m = machine(hw, build);
+    let steps = context_steps(p, s);
+    let has_gpu = !m.spec.gpus.is_empty();
+    let all = p.n_layer + 1;
+
+    // Choose context and layers.
+    let (ctx, ngl, n_cpu_moe) = match s.n_gpu_layers {
+        Some(forced) => {
+            let forced = if has_gpu { forced.min(all) } else { 0 };
+            let mut chosen = steps[0];
+            for &c in &steps[1..] {
+                if fits(&eval(p, s, c, &placement(&m, forced, 0), &m), &m) {
+                    chosen = c;
+                } else {
+                    break;
+                }
+            }
+            (chosen, forced, 0)
+        }
+        None => {
+            let base = max_layers(p, s, steps[0], &m);
+            match base {
+                None => (steps[0], if has_gpu { all } else { 0 }, 0),
+                Some(l0) => {
+                    let mut chosen = steps[0];
+                    for &c in &steps[1..] {
+                        if max_layers(p, s, c, &m) == Some(l0) {
+                            chosen = c;
+                        } else {
+                            break;
+                        }
+                    }
+                    let moe = moe_alternative(p, s, chosen, l0, &m);
+                    moe.map_or((chosen, l0, 0), |k| (chosen, all, k))
+                }
+            }
+        }
+    };
+    let pl = placement(&m, ngl, n_cpu_moe);
+    let est = eval(p, s, ctx, &pl, &m);
+    let ok = fits(&est, &m);
+    let (decode, prompt) = decode_speed(p, &est, &m);
+    let full_gpu = if has_gpu {
+        let e = eval(p, s, ctx, &placement(&m, all, 0), &m);
+        Some(decode_speed(p, &e, &m).0)
+    } else {
+        None
+    };
+    let gpu_layers: u32 = est.devices[1..].iter().map(|d| d.n_layers).sum();
+    let verdict = if !ok {
+        Verdict::DoesNotFit
+    } else if has_gpu && (gpu_layers < p.n_layer || n_cpu_moe > 0) {
+        Verdict::FitsWithOffload
+    } else {
+        Verdict::Fits
+    };
+
+    let mut warnings = Vec::new();
+    if let Some(full) = full_gpu {
+        if verdict == Verdict::FitsWithOffload && decode < full * (1.0 - OFFLOAD_WARN_SHARE) {
+            let in_ram = if n_cpu_moe > 0 {
+                format!("experts of {n_cpu_moe} of {} layers in RAM", p.n_layer)
+            } else {
+                format!("{} of {} layers in RAM", p.n_layer - gpu_layers, p.n_layer)
+            };
+            warnings.push(Warning {
+                code: "offload_slow".into(),
+                message: format!("offload: {in_ram}, est. {decode:.0} tok/s ({full:.0} tok/s fully on GPU)"),
+            });
+        }
+    }
+    if !m.gpu_usable && !hw.gpus.is_empty() {
+        warnings.push(Warning {
+            code: "gpu_unusable".into(),
+            message: format!(
+                "this build of headroom is CPU-only, so {} is not used; build with `--features cuda` (or vulkan/metal) to offload",
+                hw.gpus[0].name
+            ),
+        });
+    }
+    let ram_budget = m.spec.ram_budget_bytes;
+    if ok && est.anonymous_bytes + est.mapped_bytes > ram_budget {
+        warnings.push(Warning {
+            code: "pages_from_disk".into(),
+            message: format!(
+                "the mapped weights ({}) do not all fit in RAM beside the rest: the model will page from disk and run slowly",
+                crate::hw::format_size(est.mapped_bytes)
+            ),
+        });
+    }
+    if ok && s.n_ctx.is_none() && ctx < *steps.last().unwrap_or(&ctx) {
+        if let Some(hint) = kv_quant_hint(p, s, ngl, n_cpu_moe, &steps, &m) {
+            warnings.push(hint);
+        }
+    }
+    if !ok {
+        warnings.push(Warning { code: "does_not_fit".into(), message: why_not(&est, &m) });
+    }
+
+    let devices = est.devices.clone();
+    let margin = devices[0].margin_bytes;
+    let resolved = Resolved {
+        n_batch: est.ctx.n_batch,
+        n_ubatch: est.ctx.n_ubatch,
+        cache_type_k: s.cache_type_k.name().to_lowercase(),
+        cache_type_v: s.cache_type_v.name().to_lowercase(),
+        flash_attn: est.ctx.flash_attn,
+        swa_full: s.swa_full,
+        mmap: s.mmap,
+        repack: s.repack,
+        tensor_split: pl.layers_per_gpu(p.n_layer),
+    };
+    let ngl_effective = if has_gpu { ngl } else { 0 };
+    let llama_args = llama_args(path, s, &est.ctx, ngl_effective, n_cpu_moe, &resolved);
+    Plan {
+        schema_version: SCHEMA_VERSION,
+        headroom_version: env!("CARGO_PKG_VERSION").to_string(),
+        llama_cpp: String::new(),
+        model: ModelInfo {
+            path: path.to_string(),
+            architecture: p.arch.clone(),
+            name: p.name.clone(),
+            n_params: p.n_params,
+            file_bytes: p.file_bytes(),
+            n_ctx_train: p.n_ctx_train,
+        },
+        verdict,
+        quant: p.quant.clone(),
+        n_gpu_layers: ngl_effective,
+        n_ctx: est.ctx.n_ctx,
+        n_parallel: est.ctx.n_seq,
+        settings: resolved,
+        devices,
+        ram: RamUse {
+            budget_bytes: ram_budget,
+            peak_bytes: est.anonymous_bytes + est.mapped_bytes,
+            anonymous_bytes: est.anonymous_bytes,
+            mapped_bytes: est.mapped_bytes,
+            allocated_bytes: est.allocated_bytes,
+        },
+        est_decode_tokens_per_s: round2(decode),
+        est_prompt_tokens_per_s: round2(prompt),
+        est_full_gpu_decode_tokens_per_s: full_gpu.map(round2),
+        warnings: {
+            let _ = margin;
+            warnings
+        },
+        llama_args,
+        alternatives: Vec::new(),
+    }
+}
+
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+/// For MoE models that do not fit whole on the GPU: the fewest layers whose
+/// experts must stay in RAM for everything else to fit, when that decodes
+/// faster than offloading whole layers.
+fn moe_alternative(p: &ModelProfile, s: &Settings, ctx: u32, layers: u32, m: &Machine) -> Option<u32> {
+    p.experts?;
+    if m.spec.gpus.is_empty() || layers > p.n_layer {
+        return None;
+    }
+    let all = p.n_layer + 1;
+    let k = (1..=p.n_layer).find(|&k| fits(&eval(p, s, ctx, &placement(m, all, k), m), m))?;
+    let moe = eval(p, s, ctx, &placement(m, all, k), m);
+    let whole = eval(p, s, ctx, &placement(m, layers, 0), m);
+    (decode_speed(p, &moe, m).0 > decode_speed(p, &whole, m).0).then_some(k)
+}
+
+/// When the context is what gives, what `q8_0` KV would allow.
+fn kv_quant_hint(p: &ModelProfile, s: &Settings, ngl: u32, moe: u32, steps: &[u32], m: &Machine) -> Option<Warning> {
+    if s.cache_type_k != crate::gguf::GgmlType::F16 {
+        return None;
+    }
+    let mut q = s.clone();
+    q.cache_type_k = crate::gguf::GgmlType::Q8_0;
+    q.cache_type_v = crate::gguf::GgmlType::Q8_0;
+    q.flash_attn = FlashAttn::On;
+    let best = steps.iter().copied().filter(|&c| fits(&eval(p, &q, c, &placement(m, ngl, moe), m), m)).max()?;
+    Some(Warning {
+        code: "context_limited".into(),
+        message: format!(
+            "context limited by memory; --cache-type-k q8_0 --cache-type-v q8_0 would allow -c {best} with the same layers"
+        ),
+    })
+}
+
+fn why_not(e: &Estimate, m: &Machine) -> String {
+    for d in &e.devices[1..] {
+        if d.total_bytes > d.budget_bytes {
+            return format!(
+                "{} needs {} but has {}",
+                d.name,
+                crate::hw::format_size(d.total_bytes),
+                crate::hw::format_size(d.budget_bytes)
+            );
+        }
+    }
+    if let Some(lim) = m.spec.alloc_limit_bytes {
+        if e.allocated_bytes > lim {
+            return format!(
+                "the process would allocate {} but its limit (RLIMIT_AS/RLIMIT_DATA) is {}",
+                crate::hw::format_size(e.allocated_bytes),
+                crate::hw::format_size(lim)
+            );
+        }
+    }
+    let need = e.anonymous_bytes + e.devices[0].margin_bytes;
+    format!(
+        "RAM: needs {} resident (with margin) but the budget is {}",
+        crate::hw::format_size(need),
+        crate::hw::format_size(m.spec.ram_budget_bytes)
+    )
+}
+
+fn llama_args(path: &str, s: &Settings, ctx: &Context, ngl: u32, n_cpu_moe: u32, r: &Resolved) -> Vec<String> {
+    let mut a = vec!["-m".to_string(), path.to_string(), "-c".into(), ctx.n_ctx.to_string()];
+    a.extend(["-b".into(), ctx.n_batch.to_string(), "-ub".into(), ctx.n_ubatch.to_string()]);
+    if ctx.n_seq > 1 {
+        a.extend(["-np".into(), ctx.n_seq.to_string()]);
+    }
+    a.extend(["-ngl".into(), ngl.to_string()]);
+    if r.tensor_split.len() > 1 {
+        a.extend(["-ts".into(), r.tensor_split.iter().map(u32::to_string).collect::<Vec<_>>().join(",")]);
+    }
+    if n_cpu_moe > 0 {
+        a.extend(["--n-cpu-moe".into(), n_cpu_moe.to_string()]);
+    }
+    a.extend(["-fa".into(), if r.flash_attn { "on" } else { "off" }.into()]);
+    if s.cache_type_k != crate::gguf::GgmlType::F16 {
+        a.extend(["-ctk".into(), r.cache_type_k.clone()]);
+    }
+    if s.cache_type_v != crate::gguf::GgmlType::F16 {
+        a.extend(["-ctv".into(), r.cache_type_v.clone()]);
+    }
+    if s.swa_full {
+        a.push("--swa-full".into());
+    }
+    if !s.mmap {
+        a.push("--no-mmap".into());
+    }
+    if !s.repack {
+        a.push("--no-repack".into());
+    }
+    a
+}
+
+/// Choose among several files of one model: the highest-quality one that fits
+/// fully; else the best score (see the module docs). The others become
+/// `alternatives`, best first.
+#[must_use]
+pub fn choose(mut plans: Vec<Plan>, profiles_bpw: &[f64]) -> Option<Plan> {
+    if plans.is_empty() {
+        return None;
+    }
+    let mut order: Vec<usize> = (0..plans.len()).collect();
+    let score = |i: usize, p: &Plan| -> (u8, f64) {
+        let bpw = profiles_bpw.get(i).copied().unwrap_or(0.0);
+        match p.verdict {
+            Verdict::Fits => (2, bpw),
+            Verdict::FitsWithOffload => (1, bpw * (p.est_decode_tokens_per_s / 10.0).min(1.0)),
+            Verdict::DoesNotFit => (0, -(p.ram.anonymous_bytes as f64)),
+        }
+    };
+    order.sort_by(|&a, &b| {
+        let (ca, sa) = score(a, &plans[a]);
+        let (cb, sb) = score(b, &plans[b]);
+        cb.cmp(&ca).then(sb.total_cmp(&sa))
+    });
+    let mut taken: Vec<Option<Plan>> = plans.drain(..).map(Some).collect();
+    let mut best = taken[order[0]].take()?;
+    best.alternatives = order[1..].iter().filter_map(|&i| taken[i].take()).collect();
+    Some(best)
+}

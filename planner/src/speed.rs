@@ -1,0 +1,103 @@
+//! The speed model: decode is bounded by the bytes each device reads per
+//! token over its memory bandwidth (devices work in series, one layer after
+//! another); prompt processing by the arithmetic each device does.
+//!
+//! Published partial-offload sweeps are matched by the series model
+//! t(token) = Σ_device bytes_read / bandwidth; on a small CPU the matrix-vector
+//! arithmetic can bind before memory does, so each device's time is the larger
+//! of its memory time and its compute time.
+
+use serde::Serialize;
+
+/// What one device can sustain.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Throughput {
+    /// Memory bandwidth the decode loop achieves, bytes/s.
+    pub bandwidth: f64,
+    /// Sustained arithmetic for quantized matrix products, FLOP/s.
+    pub flops: f64,
+}
+
+/// Fraction of the measured stream bandwidth llama.cpp's CPU decode reaches.
+pub const CPU_BANDWIDTH_EFFICIENCY: f64 = 0.85;
+/// Fraction of a GPU's peak bandwidth llama.cpp's CUDA decode reaches.
+pub const GPU_BANDWIDTH_EFFICIENCY: f64 = 0.75;
+/// Sustained quantized dot-product arithmetic per CPU core with AVX2 or NEON
+/// dot-product instructions, FLOP/s (decode, matrix-vector).
+pub const CPU_DECODE_FLOPS_PER_CORE: f64 = 14.0e9;
+/// Without those instructions.
+pub const CPU_DECODE_FLOPS_PER_CORE_SCALAR: f64 = 4.0e9;
+/// Prompt processing (matrix-matrix) reaches this many times the decode rate per core.
+pub const CPU_PROMPT_FACTOR: f64 = 8.0;
+/// Arithmetic a GPU sustains per byte/s of bandwidth in llama.cpp's prompt kernels:
+/// recent NVIDIA parts reach 100–300 FLOP per byte at peak; llama.cpp about a third.
+pub const GPU_FLOPS_PER_BYTE: f64 = 60.0;
+
+/// The CPU's throughput from its measured bandwidth, cores and features.
+#[must_use]
+pub fn cpu_throughput(bandwidth: f64, threads: u32, features: &[String]) -> Throughput {
+    let fast = features.iter().any(|f| f == "avx2" || f == "dotprod" || f == "neon");
+    let per_core = if fast { CPU_DECODE_FLOPS_PER_CORE } else { CPU_DECODE_FLOPS_PER_CORE_SCALAR };
+    Throughput { bandwidth: bandwidth * CPU_BANDWIDTH_EFFICIENCY, flops: per_core * f64::from(threads.max(1)) }
+}
+
+/// A GPU's throughput from its peak bandwidth.
+#[must_use]
+pub fn gpu_throughput(bandwidth: f64) -> Throughput {
+    Throughput { bandwidth: bandwidth * GPU_BANDWIDTH_EFFICIENCY, flops: bandwidth * GPU_FLOPS_PER_BYTE }
+}
+
+/// Decode tokens/s when device `i` reads `bytes[i]` per token (weights plus
+/// KV) holding `params[i]` active parameters. Zero when nothing is read.
+#[must_use]
+pub fn decode_tokens_per_s(bytes: &[u64], params: &[u64], devices: &[Throughput]) -> f64 {
+    let mut t = 0.0;
+    for ((b, p), d) in bytes.iter().zip(params).zip(devices) {
+        if *b == 0 {
+            continue;
+        }
+        let mem = *b as f64 / d.bandwidth.max(1.0);
+        let math = 2.0 * *p as f64 / d.flops.max(1.0);
+        t += mem.max(math);
+    }
+    if t > 0.0 { 1.0 / t } else { 0.0 }
+}
+
+/// Prompt tokens/s: two FLOPs per active parameter per token, devices in series;
+/// the CPU does matrix-matrix work `CPU_PROMPT_FACTOR` times faster than matrix-vector.
+#[must_use]
+pub fn prompt_tokens_per_s(params: &[u64], devices: &[Throughput], cpu_index: usize) -> f64 {
+    let mut t = 0.0;
+    for (i, (p, d)) in params.iter().zip(devices).enumerate() {
+        let flops = if i == cpu_index { d.flops * CPU_PROMPT_FACTOR } else { d.flops };
+        t += 2.0 * *p as f64 / flops.max(1.0);
+    }
+    if t > 0.0 { 1.0 / t } else { 0.0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn series_model_adds_device_times() {
+        let cpu = Throughput { bandwidth: 50e9, flops: 1e15 };
+        let gpu = Throughput { bandwidth: 1000e9, flops: 1e15 };
+        // 1 GB on the GPU and 1 GB on the CPU: 1 ms + 20 ms.
+        let tps = decode_tokens_per_s(&[1_000_000_000, 1_000_000_000], &[1, 1], &[cpu, gpu]);
+        assert!((tps - 1.0 / 0.021).abs() < 1e-6, "{tps}");
+    }
+
+    #[test]
+    fn compute_bound_cpu_is_slower_than_its_bandwidth() {
+        let cpu = Throughput { bandwidth: 100e9, flops: 10e9 };
+        // 100 MB read, 500 M params: memory 1 ms, math 100 ms.
+        let tps = decode_tokens_per_s(&[100_000_000], &[500_000_000], &[cpu]);
+        assert!((tps - 10.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn nothing_read_is_zero_speed() {
+        assert_eq!(decode_tokens_per_s(&[0], &[0], &[gpu_throughput(1e12)]), 0.0);
+    }
+}
