@@ -82,6 +82,19 @@ int32_t breakdown_impl(const hr_params * p, hr_buffer * out, size_t cap, size_t 
         return HR_BAD_ARGUMENT;
     }
     *n_out = 0;
+    // Out-of-range enums would reach llama.cpp's asserts (process abort).
+    const auto bad_type = [](int32_t t) {
+        return t < 0 || t >= GGML_TYPE_COUNT || ggml_blck_size(static_cast<ggml_type>(t)) <= 0;
+    };
+    if (bad_type(p->type_k) || bad_type(p->type_v) || p->flash_attn < -1 || p->flash_attn > 1 ||
+        p->split_mode < LLAMA_SPLIT_MODE_NONE || p->split_mode > LLAMA_SPLIT_MODE_TENSOR ||
+        p->load_mode < LLAMA_LOAD_MODE_AUTO || p->load_mode > LLAMA_LOAD_MODE_DIRECT_IO) {
+        set_error(err, err_len,
+                  "out-of-range cache type (" + std::to_string(p->type_k) + ", " + std::to_string(p->type_v) +
+                      "), flash_attn, split_mode or load_mode",
+                  cap_log);
+        return HR_BAD_ARGUMENT;
+    }
 
     llama_model_params mparams = llama_model_default_params();
     mparams.n_gpu_layers       = p->n_gpu_layers;

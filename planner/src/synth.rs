@@ -37,6 +37,9 @@ pub enum Shape {
     Gemma3_4B,
     /// Qwen3-30B-A3B: 48 layers, 128 experts of which 8 are used per token.
     Qwen3Moe30BA3B,
+    /// Llama-3.1-70B: 80 layers, GQA 64/8, 128k context. Used for planning
+    /// tests only (not in [`Shape::ALL`], which is loaded through llama.cpp).
+    Llama70B,
 }
 
 /// Tensor type mix, named like llama.cpp's `llama-quantize` file types.
@@ -113,12 +116,13 @@ impl Shape {
             Shape::Gemma3_1B => "gemma3-1b",
             Shape::Gemma3_4B => "gemma3-4b",
             Shape::Qwen3Moe30BA3B => "qwen3moe-30b-a3b",
+            Shape::Llama70B => "llama-70b",
         }
     }
 
     /// The shape called `name` (as [`Shape::name`] spells it).
     pub fn from_name(name: &str) -> Option<Shape> {
-        Shape::ALL.into_iter().find(|s| s.name() == name)
+        Shape::ALL.into_iter().chain([Shape::Llama70B]).find(|s| s.name() == name)
     }
 
     /// Its hyper-parameters.
@@ -171,6 +175,15 @@ impl Shape {
                 n_ff: 8192,
                 n_ctx_train: 131_072,
                 tied_embeddings: true,
+                rope_freqs: true,
+                ..llama
+            },
+            Shape::Llama70B => ShapeSpec {
+                n_layer: 80,
+                n_embd: 8192,
+                n_head: 64,
+                n_ff: 28672,
+                n_ctx_train: 131_072,
                 rope_freqs: true,
                 ..llama
             },

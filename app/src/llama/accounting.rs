@@ -297,6 +297,22 @@ mod tests {
     }
 
     #[test]
+    fn removed_cache_type_is_rejected_not_asserted() {
+        use llama_cpp_2::context::params::KvCacheType;
+        // ggml type id 4 (Q4_2) was removed: llama.cpp would abort on it.
+        let p = AccountingParams {
+            type_k: KvCacheType::Unknown(4),
+            ..AccountingParams::for_model("/nonexistent/headroom-test.gguf")
+        };
+        match breakdown(&p) {
+            Err(AccountingError::BadArgument(msg)) => {
+                assert!(msg.contains("cache type (4, 1)"), "{msg}")
+            }
+            other => panic!("expected BadArgument, got {other:?}"),
+        }
+    }
+
+    #[test]
     fn nul_in_path_is_rejected_before_ffi() {
         let p = AccountingParams::for_model("bad\0path.gguf");
         assert!(matches!(

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what building headroom needs on a Debian machine, only when missing:
+# llama-cpp-sys-2 compiles llama.cpp with CMake and generates bindings with
+# libclang; the end-to-end tests drive the terminal UI through tmux.
+set -euo pipefail
+
+need=()
+command -v cmake >/dev/null 2>&1 || need+=(cmake)
+command -v clang >/dev/null 2>&1 || need+=(clang)
+dpkg -s libclang-dev >/dev/null 2>&1 || need+=(libclang-dev)
+command -v tmux >/dev/null 2>&1 || need+=(tmux)
+command -v python3 >/dev/null 2>&1 || need+=(python3 python3-pip)
+
+if [ ${#need[@]} -gt 0 ]; then
+  echo "setup: installing ${need[*]}" >&2
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "setup: cargo is missing; install Rust from https://rustup.rs first" >&2
+  exit 1
+fi

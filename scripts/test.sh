@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The project's test command (README quick start, .ci/run): installs build
+# dependencies, builds once in the release profile (llama.cpp is compiled once
+# and shared by the binary, the tests and the benchmarks), fetches and verifies
+# the demo model, then runs every test of the workspace.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/setup.sh
+export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
+
+cargo build --release --workspace --all-targets
+# Fetch (or verify) the real test model before the tests that need it.
+./target/release/headroom demo-model >/dev/null
+cargo test --release --workspace --no-fail-fast
