@@ -321,7 +321,7 @@ pub mod overhead {
     use super::MIB;
     /// Resident baseline of a headroom process running llama.cpp on the CPU:
     /// binary, libc/libstdc++/OpenMP, thread stacks touched, allocator slack.
-    pub const CPU_BASE: u64 = 40 * MIB;
+    pub const CPU_BASE: u64 = 12 * MIB;
     /// Resident bytes per vocabulary entry for llama.cpp's tokenizer tables
     /// (`id_to_token` strings and attributes, `token_to_id` hash map), measured
     /// from no_alloc processes: 262k tokens → 45 MB, 128k → 23 MB.

@@ -141,7 +141,8 @@ fn decode_speed(p: &ModelProfile, e: &Estimate, m: &Machine) -> (f64, f64) {
     let bytes: Vec<u64> = e.active_bytes.iter().zip(&kv_share).map(|(a, k)| a + k).collect();
     let bpw = bits_per_weight(p);
     let params: Vec<u64> = e.active_bytes.iter().map(|b| (*b as f64 * 8.0 / bpw) as u64).collect();
-    (speed::decode_tokens_per_s(&bytes, &params, &devs), speed::prompt_tokens_per_s(&params, &devs, 0))
+    let layers: Vec<u32> = e.devices.iter().map(|d| d.n_layers).collect();
+    (speed::decode_tokens_per_s(&bytes, &params, &layers, &devs), speed::prompt_tokens_per_s(&params, &devs, 0))
 }
 
 /// Effective bits per weight of a model file (its quality class).

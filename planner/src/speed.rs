@@ -16,19 +16,26 @@ pub struct Throughput {
     pub bandwidth: f64,
     /// Sustained arithmetic for quantized matrix products, FLOP/s.
     pub flops: f64,
+    /// Fixed cost per layer per token (thread barriers, kernel launches), seconds.
+    pub per_layer_s: f64,
 }
 
 /// Fraction of the measured stream bandwidth llama.cpp's CPU decode reaches.
-pub const CPU_BANDWIDTH_EFFICIENCY: f64 = 0.85;
+pub const CPU_BANDWIDTH_EFFICIENCY: f64 = 0.95;
+/// Per-layer fixed cost of a CPU decode step (about thirty graph nodes, each
+/// ending in a thread barrier): calibrated on this project's 2-core test machine.
+pub const CPU_PER_LAYER_S: f64 = 0.15e-3;
+/// Per-layer fixed cost on a GPU (kernel launches, mostly hidden by CUDA graphs).
+pub const GPU_PER_LAYER_S: f64 = 0.02e-3;
 /// Fraction of a GPU's peak bandwidth llama.cpp's CUDA decode reaches.
 pub const GPU_BANDWIDTH_EFFICIENCY: f64 = 0.75;
 /// Sustained quantized dot-product arithmetic per CPU core with AVX2 or NEON
 /// dot-product instructions, FLOP/s (decode, matrix-vector).
-pub const CPU_DECODE_FLOPS_PER_CORE: f64 = 14.0e9;
+pub const CPU_DECODE_FLOPS_PER_CORE: f64 = 50.0e9;
 /// Without those instructions.
-pub const CPU_DECODE_FLOPS_PER_CORE_SCALAR: f64 = 4.0e9;
+pub const CPU_DECODE_FLOPS_PER_CORE_SCALAR: f64 = 8.0e9;
 /// Prompt processing (matrix-matrix) reaches this many times the decode rate per core.
-pub const CPU_PROMPT_FACTOR: f64 = 8.0;
+pub const CPU_PROMPT_FACTOR: f64 = 3.5;
 /// Arithmetic a GPU sustains per byte/s of bandwidth in llama.cpp's prompt kernels:
 /// recent NVIDIA parts reach 100–300 FLOP per byte at peak; llama.cpp about a third.
 pub const GPU_FLOPS_PER_BYTE: f64 = 60.0;
@@ -38,27 +45,36 @@ pub const GPU_FLOPS_PER_BYTE: f64 = 60.0;
 pub fn cpu_throughput(bandwidth: f64, threads: u32, features: &[String]) -> Throughput {
     let fast = features.iter().any(|f| f == "avx2" || f == "dotprod" || f == "neon");
     let per_core = if fast { CPU_DECODE_FLOPS_PER_CORE } else { CPU_DECODE_FLOPS_PER_CORE_SCALAR };
-    Throughput { bandwidth: bandwidth * CPU_BANDWIDTH_EFFICIENCY, flops: per_core * f64::from(threads.max(1)) }
+    Throughput {
+        bandwidth: bandwidth * CPU_BANDWIDTH_EFFICIENCY,
+        flops: per_core * f64::from(threads.max(1)),
+        per_layer_s: CPU_PER_LAYER_S,
+    }
 }
 
 /// A GPU's throughput from its peak bandwidth.
 #[must_use]
 pub fn gpu_throughput(bandwidth: f64) -> Throughput {
-    Throughput { bandwidth: bandwidth * GPU_BANDWIDTH_EFFICIENCY, flops: bandwidth * GPU_FLOPS_PER_BYTE }
+    Throughput {
+        bandwidth: bandwidth * GPU_BANDWIDTH_EFFICIENCY,
+        flops: bandwidth * GPU_FLOPS_PER_BYTE,
+        per_layer_s: GPU_PER_LAYER_S,
+    }
 }
 
 /// Decode tokens/s when device `i` reads `bytes[i]` per token (weights plus
-/// KV) holding `params[i]` active parameters. Zero when nothing is read.
+/// KV) holding `params[i]` active parameters in `layers[i]` layers. Zero when
+/// nothing is read.
 #[must_use]
-pub fn decode_tokens_per_s(bytes: &[u64], params: &[u64], devices: &[Throughput]) -> f64 {
+pub fn decode_tokens_per_s(bytes: &[u64], params: &[u64], layers: &[u32], devices: &[Throughput]) -> f64 {
     let mut t = 0.0;
-    for ((b, p), d) in bytes.iter().zip(params).zip(devices) {
+    for (((b, p), l), d) in bytes.iter().zip(params).zip(layers).zip(devices) {
         if *b == 0 {
             continue;
         }
         let mem = *b as f64 / d.bandwidth.max(1.0);
         let math = 2.0 * *p as f64 / d.flops.max(1.0);
-        t += mem.max(math);
+        t += mem.max(math) + f64::from(*l) * d.per_layer_s;
     }
     if t > 0.0 { 1.0 / t } else { 0.0 }
 }
@@ -81,23 +97,31 @@ mod tests {
 
     #[test]
     fn series_model_adds_device_times() {
-        let cpu = Throughput { bandwidth: 50e9, flops: 1e15 };
-        let gpu = Throughput { bandwidth: 1000e9, flops: 1e15 };
+        let cpu = Throughput { bandwidth: 50e9, flops: 1e15, per_layer_s: 0.0 };
+        let gpu = Throughput { bandwidth: 1000e9, flops: 1e15, per_layer_s: 0.0 };
         // 1 GB on the GPU and 1 GB on the CPU: 1 ms + 20 ms.
-        let tps = decode_tokens_per_s(&[1_000_000_000, 1_000_000_000], &[1, 1], &[cpu, gpu]);
+        let tps = decode_tokens_per_s(&[1_000_000_000, 1_000_000_000], &[1, 1], &[1, 1], &[cpu, gpu]);
         assert!((tps - 1.0 / 0.021).abs() < 1e-6, "{tps}");
     }
 
     #[test]
     fn compute_bound_cpu_is_slower_than_its_bandwidth() {
-        let cpu = Throughput { bandwidth: 100e9, flops: 10e9 };
+        let cpu = Throughput { bandwidth: 100e9, flops: 10e9, per_layer_s: 0.0 };
         // 100 MB read, 500 M params: memory 1 ms, math 100 ms.
-        let tps = decode_tokens_per_s(&[100_000_000], &[500_000_000], &[cpu]);
+        let tps = decode_tokens_per_s(&[100_000_000], &[500_000_000], &[1], &[cpu]);
         assert!((tps - 10.0).abs() < 1e-9);
     }
 
     #[test]
     fn nothing_read_is_zero_speed() {
-        assert_eq!(decode_tokens_per_s(&[0], &[0], &[gpu_throughput(1e12)]), 0.0);
+        assert_eq!(decode_tokens_per_s(&[0], &[0], &[0], &[gpu_throughput(1e12)]), 0.0);
+    }
+
+    #[test]
+    fn per_layer_cost_adds_up() {
+        let cpu = Throughput { bandwidth: 1e12, flops: 1e15, per_layer_s: 1e-3 };
+        // 10 layers at 1 ms each dominate a 1 MB read.
+        let tps = decode_tokens_per_s(&[1_000_000], &[1], &[10], &[cpu]);
+        assert!((tps - 1.0 / 0.010001).abs() < 1e-3, "{tps}");
     }
 }

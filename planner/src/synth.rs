@@ -459,7 +459,8 @@ mod tests {
         for m in Mix::ALL {
             assert_eq!(Mix::from_name(&m.name().to_lowercase()), Some(m));
         }
-        assert_eq!(Shape::from_name("llama-70b"), None);
+        assert_eq!(Shape::from_name("llama-70b"), Some(Shape::Llama70B));
+        assert_eq!(Shape::from_name("llama-405b"), None);
     }
 
     #[test]

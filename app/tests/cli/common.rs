@@ -1,0 +1,107 @@
+//! Helpers shared by the CLI tests: running the built `headroom` binary,
+//! reading its JSON, and the checks every error path must pass.
+
+use std::ffi::OsStr;
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::Value;
+
+/// One GiB.
+pub const GIB: u64 = 1 << 30;
+/// One MiB.
+pub const MIB: u64 = 1 << 20;
+
+/// The binary under test (built by cargo for this test target).
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_headroom")
+}
+
+/// A hardware profile from the planner's fixtures.
+pub fn hw_fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../planner/tests/fixtures/hw").join(name)
+}
+
+/// What a finished run of the binary left behind.
+#[derive(Debug)]
+pub struct Output {
+    /// Exit code; `None` when a signal ended it (an abort or a crash).
+    pub code: Option<i32>,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+/// Runs `headroom ARGS…` to completion.
+pub fn run<I, S>(args: I) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let mut cmd = Command::new(bin());
+    cmd.args(args);
+    output_of(cmd)
+}
+
+/// Runs a prepared command to completion and decodes its output.
+pub fn output_of(mut cmd: Command) -> Output {
+    // Logging stays at its default: tests must see exactly what a user sees.
+    cmd.env_remove("RUST_LOG");
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    Output {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Runs `headroom ARGS…`, expects exit `code`, and parses stdout as JSON.
+pub fn json<I, S>(args: I, code: i32) -> Value
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let args: Vec<S> = args.into_iter().collect();
+    let shown: Vec<String> = args.iter().map(|a| a.as_ref().to_string_lossy().into_owned()).collect();
+    let out = run(args);
+    assert_eq!(out.code, Some(code), "headroom {shown:?}: wrong exit code; stderr: {}", out.stderr);
+    serde_json::from_str(&out.stdout)
+        .unwrap_or_else(|e| panic!("headroom {shown:?}: stdout is not JSON ({e}):\n{}", out.stdout))
+}
+
+/// The unsigned integer at a JSON pointer (`/ram/budget_bytes`).
+pub fn u64_at(v: &Value, ptr: &str) -> u64 {
+    v.pointer(ptr).and_then(Value::as_u64).unwrap_or_else(|| panic!("{ptr} is not an unsigned integer in {v:#}"))
+}
+
+/// The number at a JSON pointer.
+pub fn f64_at(v: &Value, ptr: &str) -> f64 {
+    v.pointer(ptr).and_then(Value::as_f64).unwrap_or_else(|| panic!("{ptr} is not a number in {v:#}"))
+}
+
+/// The string at a JSON pointer.
+pub fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
+    v.pointer(ptr).and_then(Value::as_str).unwrap_or_else(|| panic!("{ptr} is not a string in {v:#}"))
+}
+
+/// The array at a JSON pointer.
+pub fn arr_at<'a>(v: &'a Value, ptr: &str) -> &'a [Value] {
+    v.pointer(ptr).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_else(|| panic!("{ptr} is not an array in {v:#}"))
+}
+
+/// The failure contract: exit `code`, nothing on stdout, and stderr exactly
+/// one line `headroom: error: …` (plus its newline) that contains every one
+/// of `needles` (case-insensitive), with no panic anywhere.
+pub fn assert_one_line_error(out: &Output, code: i32, needles: &[&str], what: &str) {
+    assert_eq!(out.code, Some(code), "{what}: exit code; stderr: {:?}", out.stderr);
+    assert!(!out.stderr.contains("panicked") && !out.stdout.contains("panicked"), "{what}: panicked: {}", out.stderr);
+    assert!(out.stdout.is_empty(), "{what}: printed to stdout: {:?}", out.stdout);
+    assert!(out.stderr.starts_with("headroom: error: "), "{what}: stderr does not start with 'headroom: error: ': {:?}", out.stderr);
+    assert!(out.stderr.ends_with('\n'), "{what}: stderr does not end with a newline: {:?}", out.stderr);
+    assert_eq!(out.stderr.matches('\n').count(), 1, "{what}: stderr is not one line: {:?}", out.stderr);
+    let lower = out.stderr.to_lowercase();
+    for n in needles {
+        assert!(lower.contains(&n.to_lowercase()), "{what}: stderr does not mention {n:?}: {:?}", out.stderr);
+    }
+}
