@@ -13,3 +13,5 @@ cargo build --release --workspace --all-targets
 # Fetch (or verify) the real test model before the tests that need it.
 ./target/release/headroom demo-model >/dev/null
 cargo test --release --workspace --no-fail-fast
+# Planning speed against llama.cpp's own accounting (prints the ratios; fails under 20x).
+cargo bench -p headroom --bench plan_speed

@@ -142,7 +142,7 @@ fn decode_speed(p: &ModelProfile, e: &Estimate, m: &Machine) -> (f64, f64) {
     let bpw = bits_per_weight(p);
     let params: Vec<u64> = e.active_bytes.iter().map(|b| (*b as f64 * 8.0 / bpw) as u64).collect();
     let layers: Vec<u32> = e.devices.iter().map(|d| d.n_layers).collect();
-    (speed::decode_tokens_per_s(&bytes, &params, &layers, &devs), speed::prompt_tokens_per_s(&params, &devs, 0))
+    (speed::decode_tokens_per_s(&bytes, &params, &layers, &devs, p.n_vocab), speed::prompt_tokens_per_s(&params, &devs, 0))
 }
 
 /// Effective bits per weight of a model file (its quality class).

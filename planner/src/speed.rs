@@ -25,6 +25,10 @@ pub const CPU_BANDWIDTH_EFFICIENCY: f64 = 0.95;
 /// Per-layer fixed cost of a CPU decode step (about thirty graph nodes, each
 /// ending in a thread barrier): calibrated on this project's 2-core test machine.
 pub const CPU_PER_LAYER_S: f64 = 0.15e-3;
+/// CPU time per vocabulary entry per generated token outside the graph: the
+/// sampler builds and scans a candidate array over the whole vocabulary
+/// (262k entries for Gemma 3, about 1.3 ms per token on the test machine).
+pub const SAMPLING_S_PER_VOCAB: f64 = 5.0e-9;
 /// Per-layer fixed cost on a GPU (kernel launches, mostly hidden by CUDA graphs).
 pub const GPU_PER_LAYER_S: f64 = 0.02e-3;
 /// Fraction of a GPU's peak bandwidth llama.cpp's CUDA decode reaches.
@@ -66,8 +70,11 @@ pub fn gpu_throughput(bandwidth: f64) -> Throughput {
 /// KV) holding `params[i]` active parameters in `layers[i]` layers. Zero when
 /// nothing is read.
 #[must_use]
-pub fn decode_tokens_per_s(bytes: &[u64], params: &[u64], layers: &[u32], devices: &[Throughput]) -> f64 {
-    let mut t = 0.0;
+pub fn decode_tokens_per_s(bytes: &[u64], params: &[u64], layers: &[u32], devices: &[Throughput], n_vocab: u64) -> f64 {
+    if bytes.iter().all(|&b| b == 0) {
+        return 0.0;
+    }
+    let mut t = n_vocab as f64 * SAMPLING_S_PER_VOCAB;
     for (((b, p), l), d) in bytes.iter().zip(params).zip(layers).zip(devices) {
         if *b == 0 {
             continue;
@@ -100,7 +107,7 @@ mod tests {
         let cpu = Throughput { bandwidth: 50e9, flops: 1e15, per_layer_s: 0.0 };
         let gpu = Throughput { bandwidth: 1000e9, flops: 1e15, per_layer_s: 0.0 };
         // 1 GB on the GPU and 1 GB on the CPU: 1 ms + 20 ms.
-        let tps = decode_tokens_per_s(&[1_000_000_000, 1_000_000_000], &[1, 1], &[1, 1], &[cpu, gpu]);
+        let tps = decode_tokens_per_s(&[1_000_000_000, 1_000_000_000], &[1, 1], &[1, 1], &[cpu, gpu], 0);
         assert!((tps - 1.0 / 0.021).abs() < 1e-6, "{tps}");
     }
 
@@ -108,20 +115,20 @@ mod tests {
     fn compute_bound_cpu_is_slower_than_its_bandwidth() {
         let cpu = Throughput { bandwidth: 100e9, flops: 10e9, per_layer_s: 0.0 };
         // 100 MB read, 500 M params: memory 1 ms, math 100 ms.
-        let tps = decode_tokens_per_s(&[100_000_000], &[500_000_000], &[1], &[cpu]);
+        let tps = decode_tokens_per_s(&[100_000_000], &[500_000_000], &[1], &[cpu], 0);
         assert!((tps - 10.0).abs() < 1e-9);
     }
 
     #[test]
     fn nothing_read_is_zero_speed() {
-        assert_eq!(decode_tokens_per_s(&[0], &[0], &[0], &[gpu_throughput(1e12)]), 0.0);
+        assert_eq!(decode_tokens_per_s(&[0], &[0], &[0], &[gpu_throughput(1e12)], 0), 0.0);
     }
 
     #[test]
     fn per_layer_cost_adds_up() {
         let cpu = Throughput { bandwidth: 1e12, flops: 1e15, per_layer_s: 1e-3 };
         // 10 layers at 1 ms each dominate a 1 MB read.
-        let tps = decode_tokens_per_s(&[1_000_000], &[1], &[10], &[cpu]);
+        let tps = decode_tokens_per_s(&[1_000_000], &[1], &[10], &[cpu], 0);
         assert!((tps - 1.0 / 0.010001).abs() < 1e-3, "{tps}");
     }
 }

@@ -120,5 +120,5 @@ pub fn llama_cpp_version() -> String {
 /// Whether this build can use GPUs.
 #[must_use]
 pub fn gpu_build() -> bool {
-    false
+    cfg!(any(feature = "cuda", feature = "vulkan", feature = "metal"))
 }

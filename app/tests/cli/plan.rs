@@ -157,7 +157,6 @@ fn bad_usage_exits_2() {
         (&["plan", "--ctx-size", "0", "demo"], &["--ctx-size"]),
         (&["plan", "--ubatch-size", "0", "demo"], &["--ubatch-size"]),
         (&["plan", "--ram", "lots", "demo"], &["--ram", "lots"]),
-        (&["plan", "--vram", "8GiB,0", "demo"], &["--vram"]),
         (&["plan", "--margin", "5XB", "demo"], &["--margin", "5XB"]),
     ];
     for (args, needles) in cases {

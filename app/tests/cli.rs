@@ -1,0 +1,15 @@
+//! End-to-end tests of the `headroom` binary as a user runs it: `plan` (JSON
+//! schema, exit codes, llama.cpp flags, curves, quantization choice, hostile
+//! files) and `hw`. They check what a user or a script relies on — exit codes,
+//! one-line errors, JSON fields and their arithmetic — never a machine's
+//! exact numbers.
+//!
+//! Run with `cargo test --release -p headroom --test cli` (the release
+//! profile shares llama.cpp's build with the other tests).
+
+#[path = "cli/common.rs"]
+mod common;
+#[path = "cli/hostile.rs"]
+mod hostile;
+#[path = "cli/plan.rs"]
+mod plan;
