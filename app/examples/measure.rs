@@ -27,13 +27,22 @@ fn max_rss_bytes() -> u64 {
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    let path = args.get(1).context("usage: measure MODEL N_CTX [N_GEN] [--no-mmap]")?;
+    let path = args
+        .get(1)
+        .context("usage: measure MODEL N_CTX [N_GEN] [--no-mmap]")?;
     let n_ctx: u32 = args.get(2).map_or(Ok(4096), |s| s.parse())?;
-    let n_gen: usize = args.get(3).filter(|s| !s.starts_with("--")).map_or(Ok(64), |s| s.parse())?;
+    let n_gen: usize = args
+        .get(3)
+        .filter(|s| !s.starts_with("--"))
+        .map_or(Ok(64), |s| s.parse())?;
     let mmap = !args.iter().any(|a| a == "--no-mmap");
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get() as i32);
 
-    let settings = Settings { n_ctx: Some(n_ctx), mmap, ..Settings::default() };
+    let settings = Settings {
+        n_ctx: Some(n_ctx),
+        mmap,
+        ..Settings::default()
+    };
     let profile = headroom::commands::load_profile(std::path::Path::new(path))?;
     let hw = headroom_planner::hw::probe(&headroom_planner::hw::ProbeOptions {
         measure_bandwidth: true,
@@ -43,7 +52,11 @@ fn main() -> Result<()> {
 
     let backend = headroom::llama::backend::shared().context("llama backend")?;
     let t0 = Instant::now();
-    let model = LlamaModel::load_from_file(backend, path, &LlamaModelParams::default().with_use_mmap(mmap))?;
+    let model = LlamaModel::load_from_file(
+        backend,
+        path,
+        &LlamaModelParams::default().with_use_mmap(mmap),
+    )?;
     let ctx_params = LlamaContextParams::default()
         .with_n_ctx(NonZeroU32::new(n_ctx))
         .with_n_batch(settings.n_batch)
@@ -55,7 +68,9 @@ fn main() -> Result<()> {
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
     let rss_load = max_rss_bytes();
 
-    let prompt = "Explain in a few sentences why the sky is blue, and what Rayleigh scattering is. ".repeat(4);
+    let prompt =
+        "Explain in a few sentences why the sky is blue, and what Rayleigh scattering is. "
+            .repeat(4);
     let tokens = model.vocab().tokenize(prompt.as_bytes(), true, false);
     let mut batch = LlamaBatch::new(settings.n_ubatch as usize, 1);
     for (i, t) in tokens.iter().enumerate() {
@@ -81,7 +96,10 @@ fn main() -> Result<()> {
     let peak = max_rss_bytes();
     let mib = |b: u64| b as f64 / 1048576.0;
     println!("model        {path} (n_ctx {n_ctx}, mmap {mmap}, threads {threads})");
-    println!("load         {load_ms:.0} ms, RSS after load {:.1} MiB", mib(rss_load));
+    println!(
+        "load         {load_ms:.0} ms, RSS after load {:.1} MiB",
+        mib(rss_load)
+    );
     println!(
         "prompt       {} tokens, {:.1} tok/s measured, {:.1} planned",
         tokens.len(),

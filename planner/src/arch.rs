@@ -200,7 +200,12 @@ pub fn swa_default(arch: &str) -> Option<SwaDefault> {
         "plamo3" => (8, false, None, true),
         _ => return None,
     };
-    Some(SwaDefault { n_pattern, dense_first, default_window, needs_window_key })
+    Some(SwaDefault {
+        n_pattern,
+        dense_first,
+        default_window,
+        needs_window_key,
+    })
 }
 
 /// Which layers use the sliding window, as llama.cpp's
@@ -227,14 +232,22 @@ mod tests {
     #[test]
     fn gemma3_has_one_global_layer_in_six() {
         let layers = swa_layers(18, 6, false);
-        let global: Vec<usize> = layers.iter().enumerate().filter(|(_, s)| !**s).map(|(i, _)| i).collect();
+        let global: Vec<usize> = layers
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| !**s)
+            .map(|(i, _)| i)
+            .collect();
         assert_eq!(global, vec![5, 11, 17]);
     }
 
     #[test]
     fn dense_first_puts_the_global_layer_first() {
         let layers = swa_layers(8, 4, true);
-        assert_eq!(layers, vec![false, true, true, true, false, true, true, true]);
+        assert_eq!(
+            layers,
+            vec![false, true, true, true, false, true, true, true]
+        );
     }
 
     #[test]

@@ -80,12 +80,10 @@ impl Context {
         // (`sched_reserve`, `graph_reserve`); outputs = min(T, n_outputs_max = n_batch).
         let t = total.min(n_ubatch);
         let t = t.div_ceil(n_seq) * n_seq;
-        // A quantized V cache forces flash attention on (`llama-context.cpp:3843`);
-        // auto resolves to on for the CPU and CUDA backends (`resolve_fused_ops`).
-        let flash_attn = match settings.flash_attn {
-            FlashAttn::On | FlashAttn::Auto => true,
-            FlashAttn::Off => settings.cache_type_v.is_quantized(),
-        };
+        // Auto resolves to on for the CPU and CUDA backends (`resolve_fused_ops`,
+        // `llama-context.cpp:513-562`); a quantized V cache with it forced off is
+        // refused by llama.cpp (`:3843`), and by the CLI before it gets here.
+        let flash_attn = !matches!(settings.flash_attn, FlashAttn::Off);
         Self {
             n_ctx: total,
             n_ctx_seq,
@@ -139,7 +137,8 @@ pub fn kv_bytes_per_cell(p: &ModelProfile, ctx: &Context, il: usize) -> u64 {
 fn row_bytes(ty: GgmlType, n: u64) -> u64 {
     // A width that is not a multiple of the block is refused by llama.cpp; count it
     // as the next whole block so the estimate stays an upper bound.
-    ty.row_bytes(n).unwrap_or_else(|| n.div_ceil(ty.block_size()) * ty.type_size())
+    ty.row_bytes(n)
+        .unwrap_or_else(|| n.div_ceil(ty.block_size()) * ty.type_size())
 }
 
 /// KV cache (or recurrent state) bytes of layer `il`.
@@ -164,7 +163,8 @@ fn recurrent_bytes_layer(p: &ModelProfile, ctx: &Context) -> u64 {
         r.rwkv_state_floats
     } else {
         let d_inner = u64::from(r.d_inner);
-        let conv = u64::from(r.d_conv.saturating_sub(1)) * (d_inner + 2 * u64::from(r.n_group) * u64::from(r.d_state));
+        let conv = u64::from(r.d_conv.saturating_sub(1))
+            * (d_inner + 2 * u64::from(r.n_group) * u64::from(r.d_state));
         conv + u64::from(r.d_state) * d_inner
     };
     floats * 4 * u64::from(ctx.n_seq)
@@ -173,7 +173,9 @@ fn recurrent_bytes_layer(p: &ModelProfile, ctx: &Context) -> u64 {
 /// Total KV cache and recurrent state bytes.
 #[must_use]
 pub fn kv_bytes_total(p: &ModelProfile, ctx: &Context) -> u64 {
-    (0..p.layers.len()).map(|il| kv_bytes_layer(p, ctx, il)).sum()
+    (0..p.layers.len())
+        .map(|il| kv_bytes_layer(p, ctx, il))
+        .sum()
 }
 
 /// Which weight types the CPU backend of this build repacks, and the row
@@ -193,7 +195,12 @@ impl RepackRules {
         let has = |f: &str| features.iter().any(|x| x == f);
         let mut types = Vec::new();
         if arch == "x86_64" && has("avx2") {
-            types = vec![(GgmlType::Q4_0, 8), (GgmlType::Q4_K, 8), (GgmlType::IQ4_NL, 8), (GgmlType::MXFP4, 8)];
+            types = vec![
+                (GgmlType::Q4_0, 8),
+                (GgmlType::Q4_K, 8),
+                (GgmlType::IQ4_NL, 8),
+                (GgmlType::MXFP4, 8),
+            ];
         } else if arch == "aarch64" && has("neon") {
             if has("i8mm") {
                 types = vec![
@@ -225,12 +232,18 @@ impl RepackRules {
     /// embedding is read with GET_ROWS and never repacks; norms and biases neither.
     #[must_use]
     pub fn repacks(&self, t: &Tensor) -> bool {
-        let is_matrix = if t.is_expert() { t.dims.len() == 3 } else { t.dims.len() == 2 };
+        let is_matrix = if t.is_expert() {
+            t.dims.len() == 3
+        } else {
+            t.dims.len() == 2
+        };
         if !is_matrix || t.name == "token_embd.weight" || t.name.ends_with(".bias") {
             return false;
         }
         let rows = t.dims.get(1).copied().unwrap_or(0);
-        self.types.iter().any(|&(ty, m)| ty == t.ty && rows % m == 0)
+        self.types
+            .iter()
+            .any(|&(ty, m)| ty == t.ty && rows % m == 0)
     }
 }
 
@@ -251,7 +264,11 @@ impl Placement {
     /// Everything on the CPU.
     #[must_use]
     pub fn cpu_only() -> Self {
-        Self { n_gpu_layers: 0, split: Vec::new(), n_cpu_moe: 0 }
+        Self {
+            n_gpu_layers: 0,
+            split: Vec::new(),
+            n_cpu_moe: 0,
+        }
     }
 
     /// The GPU of layer `il` (`il == n_layer` is the output layer), or `None` for the CPU.
@@ -387,7 +404,11 @@ fn compute_parts(p: &ModelProfile, ctx: &Context) -> Compute {
         masks += ctx.swa_cells(swa.window) * t * mask_elem;
     }
     let max_kv = u64::from(p.n_head_kv.iter().copied().max().unwrap_or(0));
-    let v_idxs = if ctx.flash_attn { t * 8 } else { t * u64::from(p.head_dim_v) * max_kv * 8 };
+    let v_idxs = if ctx.flash_attn {
+        t * 8
+    } else {
+        t * u64::from(p.head_dim_v) * max_kv * 8
+    };
     let inputs = 2 * et4 + masks + v_idxs + t * 36;
 
     let n_head = u64::from(p.n_head.iter().copied().max().unwrap_or(0));
@@ -395,7 +416,13 @@ fn compute_parts(p: &ModelProfile, ctx: &Context) -> Compute {
     let attn = if ctx.flash_attn {
         3 * et4 + q + n_head * u64::from(p.head_dim_v) * t * 4
     } else {
-        3 * et4 + q + u64::from(ctx.n_ctx_seq) * (t / u64::from(ctx.n_seq)).max(1) * n_head * 4 * u64::from(ctx.n_seq)
+        3 * et4
+            + q
+            + u64::from(ctx.n_ctx_seq)
+                * (t / u64::from(ctx.n_seq)).max(1)
+                * n_head
+                * 4
+                * u64::from(ctx.n_seq)
     };
     let dense_ff = 3 * et4 + 3 * u64::from(p.n_ff) * t * 4;
     let moe_ff = match p.experts {
@@ -416,7 +443,11 @@ fn compute_parts(p: &ModelProfile, ctx: &Context) -> Compute {
 
 /// The expert FFN width, from the first stacked expert tensor's shape.
 fn expert_ff(p: &ModelProfile) -> Option<u64> {
-    p.layers.iter().flat_map(|l| &l.tensors).find(|t| t.name.contains("ffn_up_exps")).and_then(|t| t.dims.get(1).copied())
+    p.layers
+        .iter()
+        .flat_map(|l| &l.tensors)
+        .find(|t| t.name.contains("ffn_up_exps"))
+        .and_then(|t| t.dims.get(1).copied())
 }
 
 /// Bytes a CUDA buffer allocates for a tensor: quantized rows are padded to a
@@ -433,7 +464,13 @@ fn cuda_alloc_bytes(t: &Tensor) -> u64 {
 
 /// Estimate allocation and residency for one placement and context.
 #[must_use]
-pub fn estimate(p: &ModelProfile, settings: &Settings, ctx: &Context, placement: &Placement, m: &MachineSpec) -> Estimate {
+pub fn estimate(
+    p: &ModelProfile,
+    settings: &Settings,
+    ctx: &Context,
+    placement: &Placement,
+    m: &MachineSpec,
+) -> Estimate {
     let n_layer = p.n_layer;
     let n_gpu = m.gpus.len();
     let uses_gpu = n_gpu > 0 && placement.n_gpu_layers > 0;
@@ -470,13 +507,19 @@ pub fn estimate(p: &ModelProfile, settings: &Settings, ctx: &Context, placement:
             }
         }
     };
-    let expert_share = p.experts.map_or(1.0, |e| f64::from(e.used) / f64::from(e.count.max(1)));
+    let expert_share = p
+        .experts
+        .map_or(1.0, |e| f64::from(e.used) / f64::from(e.count.max(1)));
     for (il, layer) in p.layers.iter().enumerate() {
         let il = il as u32;
         let dev = placement.device_of(n_layer, il);
         for t in &layer.tensors {
             let expert = t.is_expert();
-            let d = if expert && il < placement.n_cpu_moe { None } else { dev };
+            let d = if expert && il < placement.n_cpu_moe {
+                None
+            } else {
+                dev
+            };
             place(t, d, if expert { expert_share } else { 1.0 });
         }
     }
@@ -507,8 +550,15 @@ pub fn estimate(p: &ModelProfile, settings: &Settings, ctx: &Context, placement:
     // it may repack, and then it is held twice (CPU for GET_ROWS, CPU_REPACK for logits).
     let tied_repack = match (&p.output, &p.token_embd, out_dev) {
         (None, Some(t), None) if repack_active => {
-            let as_output = Tensor { name: "output.weight".into(), ..t.clone() };
-            if m.repack.repacks(&as_output) { t.bytes } else { 0 }
+            let as_output = Tensor {
+                name: "output.weight".into(),
+                ..t.clone()
+            };
+            if m.repack.repacks(&as_output) {
+                t.bytes
+            } else {
+                0
+            }
         }
         _ => 0,
     };
@@ -557,12 +607,20 @@ pub fn estimate(p: &ModelProfile, settings: &Settings, ctx: &Context, placement:
     let output_buf = p.n_vocab * u64::from(ctx.n_seq) * 4;
 
     // Residency: what RAM really holds at the peak.
-    let mapped_bytes = if settings.mmap && map_hi > map_lo { map_hi - map_lo } else { 0 };
+    let mapped_bytes = if settings.mmap && map_hi > map_lo {
+        map_hi - map_lo
+    } else {
+        0
+    };
     let vocab_overhead = p.n_vocab * overhead::PER_TOKEN;
     let base = overhead::CPU_BASE + vocab_overhead + if uses_gpu { overhead::CUDA_HOST } else { 0 };
     // The compute buffer is touched only as far as a real batch reaches: the
     // activations of a full ubatch, and one logits row per sequence.
-    let cpu_compute_touched = if cpu_layers > 0 || !uses_gpu { c.inputs + c.layer_peak } else { c.inputs };
+    let cpu_compute_touched = if cpu_layers > 0 || !uses_gpu {
+        c.inputs + c.layer_peak
+    } else {
+        c.inputs
+    };
     // Without flash attention the CPU converts the whole KQ matrix to f16 in its work
     // buffer (`ggml_graph_plan`): half the KQ tensor, outside every llama.cpp buffer.
     let n_head = u64::from(p.n_head.iter().copied().max().unwrap_or(0));
@@ -572,8 +630,12 @@ pub fn estimate(p: &ModelProfile, settings: &Settings, ctx: &Context, placement:
         0
     };
     let cpu_weights_anon = cpu_repack + if settings.mmap { 0 } else { cpu_plain };
-    let anonymous_bytes =
-        cpu_weights_anon + cpu_kv + cpu_compute_touched.min(cpu_compute_alloc) + work_buf + output_buf + base;
+    let anonymous_bytes = cpu_weights_anon
+        + cpu_kv
+        + cpu_compute_touched.min(cpu_compute_alloc)
+        + work_buf
+        + output_buf
+        + base;
 
     let threads = u64::from(m.threads.max(1));
     let allocated_bytes = p.file_bytes()
@@ -586,7 +648,9 @@ pub fn estimate(p: &ModelProfile, settings: &Settings, ctx: &Context, placement:
         + overhead::VIRTUAL_BASE
         + threads * overhead::VIRTUAL_PER_THREAD;
 
-    let margin_ram = settings.margin_bytes.unwrap_or_else(|| (m.ram_budget_bytes / 20).max(overhead::RAM_MARGIN_MIN));
+    let margin_ram = settings
+        .margin_bytes
+        .unwrap_or_else(|| (m.ram_budget_bytes / 20).max(overhead::RAM_MARGIN_MIN));
     let mut devices = Vec::with_capacity(1 + n_gpu);
     let cpu_buf_name = if uses_gpu { "CUDA_Host" } else { "CPU" };
     let mut cpu_buffers = vec![BufferUse {
@@ -604,7 +668,12 @@ pub fn estimate(p: &ModelProfile, settings: &Settings, ctx: &Context, placement:
         });
     }
     if cpu_repack > 0 {
-        cpu_buffers.push(BufferUse { name: "CPU_REPACK".into(), model_bytes: cpu_repack, context_bytes: 0, compute_bytes: 0 });
+        cpu_buffers.push(BufferUse {
+            name: "CPU_REPACK".into(),
+            model_bytes: cpu_repack,
+            context_bytes: 0,
+            compute_bytes: 0,
+        });
     }
     let cpu_weights = cpu_plain + cpu_repack;
     let cpu_compute = cpu_compute_alloc + output_buf;
@@ -627,7 +696,14 @@ pub fn estimate(p: &ModelProfile, settings: &Settings, ctx: &Context, placement:
             _ => overhead::CUDA_CONTEXT,
         };
         let used = gpu_weights[g] + gpu_kv[g] + gpu_compute[g];
-        let (overhead, margin) = if used == 0 { (0, 0) } else { (overhead, settings.margin_bytes.unwrap_or(overhead::GPU_MARGIN)) };
+        let (overhead, margin) = if used == 0 {
+            (0, 0)
+        } else {
+            (
+                overhead,
+                settings.margin_bytes.unwrap_or(overhead::GPU_MARGIN),
+            )
+        };
         devices.push(DeviceUse {
             name: spec.name.clone(),
             kind: spec.kind,
@@ -649,5 +725,12 @@ pub fn estimate(p: &ModelProfile, settings: &Settings, ctx: &Context, placement:
     }
     let mut active_bytes = vec![cpu_active];
     active_bytes.extend(gpu_active);
-    Estimate { ctx: *ctx, devices, anonymous_bytes, mapped_bytes, allocated_bytes, active_bytes }
+    Estimate {
+        ctx: *ctx,
+        devices,
+        anonymous_bytes,
+        mapped_bytes,
+        allocated_bytes,
+        active_bytes,
+    }
 }

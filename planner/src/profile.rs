@@ -83,7 +83,11 @@ impl Layer {
     /// Bytes of the stacked expert tensors only.
     #[must_use]
     pub fn expert_bytes(&self) -> u64 {
-        self.tensors.iter().filter(|t| t.is_expert()).map(|t| t.bytes).sum()
+        self.tensors
+            .iter()
+            .filter(|t| t.is_expert())
+            .map(|t| t.bytes)
+            .sum()
     }
 }
 
@@ -202,13 +206,20 @@ impl ModelProfile {
     /// Whether layer `il` uses the sliding window.
     #[must_use]
     pub fn is_swa_layer(&self, il: usize) -> bool {
-        self.swa.as_ref().is_some_and(|s| s.layers.get(il).copied().unwrap_or(false))
+        self.swa
+            .as_ref()
+            .is_some_and(|s| s.layers.get(il).copied().unwrap_or(false))
     }
 
     /// Bytes of the non-layer tensors.
     #[must_use]
     pub fn global_bytes(&self) -> u64 {
-        self.token_embd.iter().chain(self.output.iter()).chain(self.globals.iter()).map(|t| t.bytes).sum()
+        self.token_embd
+            .iter()
+            .chain(self.output.iter())
+            .chain(self.globals.iter())
+            .map(|t| t.bytes)
+            .sum()
     }
 
     /// Weights read per generated token: every dense weight, plus only the
@@ -219,7 +230,11 @@ impl ModelProfile {
         for layer in &self.layers {
             total += active_layer_bytes(layer, self.experts);
         }
-        total += self.output.as_ref().or(self.token_embd.as_ref()).map_or(0, |t| t.bytes);
+        total += self
+            .output
+            .as_ref()
+            .or(self.token_embd.as_ref())
+            .map_or(0, |t| t.bytes);
         total += self.globals.iter().map(|t| t.bytes).sum::<u64>();
         total
     }
@@ -231,7 +246,9 @@ pub fn active_layer_bytes(layer: &Layer, experts: Option<Experts>) -> u64 {
     let experts_b = layer.expert_bytes();
     let dense = layer.bytes() - experts_b;
     match experts {
-        Some(e) if e.count > 0 => dense + experts_b * u64::from(e.used.min(e.count)) / u64::from(e.count),
+        Some(e) if e.count > 0 => {
+            dense + experts_b * u64::from(e.used.min(e.count)) / u64::from(e.count)
+        }
         _ => dense + experts_b,
     }
 }
@@ -241,7 +258,10 @@ fn key(arch: &str, suffix: &str) -> String {
 }
 
 fn to_u32(key: &str, v: u64) -> Result<u32, ProfileError> {
-    u32::try_from(v).map_err(|_| ProfileError::Invalid { key: key.to_string(), why: format!("{v} is too large") })
+    u32::try_from(v).map_err(|_| ProfileError::Invalid {
+        key: key.to_string(),
+        why: format!("{v} is too large"),
+    })
 }
 
 /// A per-layer value: a scalar broadcast to every layer, or an array of
@@ -254,7 +274,11 @@ fn per_layer(h: &Header, k: &str, n_layer: u32) -> Result<Option<Vec<u32>>, Prof
                 why: format!("array has {} entries for {n_layer} layers", arr.len()),
             });
         }
-        return arr.into_iter().map(|v| to_u32(k, v)).collect::<Result<Vec<_>, _>>().map(Some);
+        return arr
+            .into_iter()
+            .map(|v| to_u32(k, v))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some);
     }
     match h.get_u64(k) {
         Some(v) => Ok(Some(vec![to_u32(k, v)?; n_layer as usize])),
@@ -264,7 +288,9 @@ fn per_layer(h: &Header, k: &str, n_layer: u32) -> Result<Option<Vec<u32>>, Prof
 }
 
 fn req_u32(h: &Header, k: &str) -> Result<u32, ProfileError> {
-    let v = h.get_u64(k).ok_or_else(|| ProfileError::MissingKey(k.to_string()))?;
+    let v = h
+        .get_u64(k)
+        .ok_or_else(|| ProfileError::MissingKey(k.to_string()))?;
     to_u32(k, v)
 }
 
@@ -318,24 +344,37 @@ pub fn ftype_label(ftype: u64) -> Option<&'static str> {
 /// # Errors
 /// A [`ProfileError`] naming the first contradiction found.
 pub fn profile(h: &Header) -> Result<ModelProfile, ProfileError> {
-    let arch = h.get_str("general.architecture").ok_or(ProfileError::NoArchitecture)?.to_string();
+    let arch = h
+        .get_str("general.architecture")
+        .ok_or(ProfileError::NoArchitecture)?
+        .to_string();
     if !arch::is_known(&arch) {
         return Err(ProfileError::UnknownArchitecture(arch));
     }
     let a = arch.as_str();
     let n_layer = req_u32(h, &key(a, "block_count"))?;
     if n_layer == 0 {
-        return Err(ProfileError::Invalid { key: key(a, "block_count"), why: "zero layers".into() });
+        return Err(ProfileError::Invalid {
+            key: key(a, "block_count"),
+            why: "zero layers".into(),
+        });
     }
     let n_embd = req_u32(h, &key(a, "embedding_length"))?;
     if n_embd == 0 {
-        return Err(ProfileError::Invalid { key: key(a, "embedding_length"), why: "zero width".into() });
+        return Err(ProfileError::Invalid {
+            key: key(a, "embedding_length"),
+            why: "zero width".into(),
+        });
     }
     let k_head = key(a, "attention.head_count");
-    let n_head = per_layer(h, &k_head, n_layer)?.ok_or_else(|| ProfileError::MissingKey(k_head.clone()))?;
+    let n_head =
+        per_layer(h, &k_head, n_layer)?.ok_or_else(|| ProfileError::MissingKey(k_head.clone()))?;
     let recurrent = recurrent_facts(h, a)?;
     if recurrent.is_none() && n_head.contains(&0) {
-        return Err(ProfileError::Invalid { key: k_head, why: "zero attention heads".into() });
+        return Err(ProfileError::Invalid {
+            key: k_head,
+            why: "zero attention heads".into(),
+        });
     }
     let k_head_kv = key(a, "attention.head_count_kv");
     let n_head_kv = per_layer(h, &k_head_kv, n_layer)?.unwrap_or_else(|| n_head.clone());
@@ -347,14 +386,20 @@ pub fn profile(h: &Header) -> Result<ModelProfile, ProfileError> {
             });
         }
         if kv == 0 && recurrent.is_none() {
-            return Err(ProfileError::Invalid { key: k_head_kv, why: format!("layer {il}: zero KV heads") });
+            return Err(ProfileError::Invalid {
+                key: k_head_kv,
+                why: format!("layer {il}: zero KV heads"),
+            });
         }
     }
     let max_head = n_head.iter().copied().max().unwrap_or(0).max(1);
     let head_dim_k = opt_u32(h, &key(a, "attention.key_length"))?.unwrap_or(n_embd / max_head);
     let head_dim_v = opt_u32(h, &key(a, "attention.value_length"))?.unwrap_or(n_embd / max_head);
     if head_dim_k == 0 || head_dim_v == 0 {
-        return Err(ProfileError::Invalid { key: key(a, "attention.key_length"), why: "zero head size".into() });
+        return Err(ProfileError::Invalid {
+            key: key(a, "attention.key_length"),
+            why: "zero head size".into(),
+        });
     }
     let n_ff = per_layer(h, &key(a, "feed_forward_length"), n_layer)?
         .and_then(|v| v.into_iter().find(|&x| x > 0))
@@ -370,7 +415,13 @@ pub fn profile(h: &Header) -> Result<ModelProfile, ProfileError> {
     let mut weight_bytes = 0u64;
     let mut type_bytes: Vec<(GgmlType, u64)> = Vec::new();
     for t in &h.tensors {
-        let tensor = Tensor { name: t.name.clone(), ty: t.ty, dims: t.dims.clone(), bytes: t.bytes, offset: t.offset };
+        let tensor = Tensor {
+            name: t.name.clone(),
+            ty: t.ty,
+            dims: t.dims.clone(),
+            bytes: t.bytes,
+            offset: t.offset,
+        };
         n_params = n_params.saturating_add(tensor.n_elements());
         weight_bytes = weight_bytes.saturating_add(t.bytes);
         if t.dims.len() >= 2 {
@@ -382,7 +433,10 @@ pub fn profile(h: &Header) -> Result<ModelProfile, ProfileError> {
         if let Some(rest) = t.name.strip_prefix("blk.") {
             let idx: Option<u32> = rest.split('.').next().and_then(|s| s.parse().ok());
             let Some(il) = idx else {
-                return Err(ProfileError::Inconsistent(format!("tensor '{}' has no layer number", t.name)));
+                return Err(ProfileError::Inconsistent(format!(
+                    "tensor '{}' has no layer number",
+                    t.name
+                )));
             };
             let Some(layer) = layers.get_mut(il as usize) else {
                 return Err(ProfileError::Inconsistent(format!(
@@ -404,14 +458,18 @@ pub fn profile(h: &Header) -> Result<ModelProfile, ProfileError> {
     let nextn = h.get_u64(&key(a, "nextn_predict_layers")).unwrap_or(0);
     for (il, layer) in layers.iter().enumerate() {
         if layer.tensors.is_empty() && (il as u64) < u64::from(n_layer).saturating_sub(nextn) {
-            return Err(ProfileError::Inconsistent(format!("layer {il} of {n_layer} has no tensors")));
+            return Err(ProfileError::Inconsistent(format!(
+                "layer {il} of {n_layer} has no tensors"
+            )));
         }
     }
 
     // Vocabulary: the token list, else the explicit size, must match the
     // embedding's rows.
     let embd_rows = token_embd.as_ref().and_then(|t| t.dims.get(1).copied());
-    let listed = h.array_len("tokenizer.ggml.tokens").or_else(|| h.get_u64(&key(a, "vocab_size")));
+    let listed = h
+        .array_len("tokenizer.ggml.tokens")
+        .or_else(|| h.get_u64(&key(a, "vocab_size")));
     let n_vocab = match (listed, embd_rows) {
         (Some(v), Some(rows)) if v != rows => {
             return Err(ProfileError::Inconsistent(format!(
@@ -442,14 +500,21 @@ pub fn profile(h: &Header) -> Result<ModelProfile, ProfileError> {
                 });
             }
             let shared = opt_u32(h, &key(a, "expert_shared_count"))?.unwrap_or(0);
-            Some(Experts { count, used, shared })
+            Some(Experts {
+                count,
+                used,
+                shared,
+            })
         }
         _ => None,
     };
     let mla = match opt_u32(h, &key(a, "attention.kv_lora_rank"))? {
         Some(rank) if rank > 0 => {
             let n_rot = opt_u32(h, &key(a, "rope.dimension_count"))?.unwrap_or(0);
-            Some(Mla { kv_lora_rank: rank, n_rot })
+            Some(Mla {
+                kv_lora_rank: rank,
+                n_rot,
+            })
         }
         _ => None,
     };
@@ -457,7 +522,12 @@ pub fn profile(h: &Header) -> Result<ModelProfile, ProfileError> {
         .get_u64("general.file_type")
         .and_then(ftype_label)
         .map(str::to_string)
-        .or_else(|| type_bytes.iter().max_by_key(|(_, b)| *b).map(|(ty, _)| ty.name().to_string()))
+        .or_else(|| {
+            type_bytes
+                .iter()
+                .max_by_key(|(_, b)| *b)
+                .map(|(ty, _)| ty.name().to_string())
+        })
         .unwrap_or_else(|| "unknown".to_string());
 
     Ok(ModelProfile {
@@ -487,8 +557,14 @@ pub fn profile(h: &Header) -> Result<ModelProfile, ProfileError> {
     })
 }
 
-fn sliding_window(h: &Header, a: &str, n_layer: u32) -> Result<Option<SlidingWindow>, ProfileError> {
-    let Some(def) = arch::swa_default(a) else { return Ok(None) };
+fn sliding_window(
+    h: &Header,
+    a: &str,
+    n_layer: u32,
+) -> Result<Option<SlidingWindow>, ProfileError> {
+    let Some(def) = arch::swa_default(a) else {
+        return Ok(None);
+    };
     let window = opt_u32(h, &key(a, "attention.sliding_window"))?;
     let window = match (window, def.default_window) {
         (Some(w), _) if w > 0 => w,
@@ -534,7 +610,13 @@ fn recurrent_facts(h: &Header, a: &str) -> Result<Option<Recurrent>, ProfileErro
         let n_embd = u64::from(req_u32(h, &key(a, "embedding_length"))?);
         // RWKV: token-shift (2 × n_embd) plus the wkv state (n_embd × head_size).
         let floats = 2 * n_embd + n_embd * u64::from(head);
-        return Ok(Some(Recurrent { d_conv: 0, d_inner: 0, d_state: 0, n_group: 0, rwkv_state_floats: floats }));
+        return Ok(Some(Recurrent {
+            d_conv: 0,
+            d_inner: 0,
+            d_state: 0,
+            n_group: 0,
+            rwkv_state_floats: floats,
+        }));
     }
     Ok(None)
 }

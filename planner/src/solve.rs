@@ -16,10 +16,11 @@
 //!   min(1, tokens/s ÷ 10)`: quality, discounted once speed drops below a
 //!   readable 10 tokens/s.
 
-use crate::hw::{GpuVendor, HardwareSnapshot, Source};
+use crate::hw::{GpuVendor, HardwareSnapshot};
 use crate::memory::{self, Context, Estimate, GpuSpec, MachineSpec, Placement, RepackRules};
 use crate::plan::{
-    DeviceKind, FlashAttn, ModelInfo, Plan, RamUse, Resolved, SCHEMA_VERSION, Settings, Verdict, Warning,
+    DeviceKind, FlashAttn, ModelInfo, Plan, RamUse, Resolved, SCHEMA_VERSION, Settings, Verdict,
+    Warning,
 };
 use crate::profile::ModelProfile;
 use crate::speed::{self, Throughput};
@@ -36,7 +37,8 @@ pub const OFFLOAD_WARN_SHARE: f64 = 0.25;
 /// What the planner needs to know about the build that will run the plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Build {
-    /// The build can use GPUs (a CUDA, ROCm, Vulkan or Metal backend).
+    /// The plan may use GPUs: the build has a GPU backend, or the user is
+    /// planning for another machine (`--vram`, `--hw`) whose build would.
     pub gpu: bool,
 }
 
@@ -52,12 +54,18 @@ struct Machine {
 fn machine(hw: &HardwareSnapshot, build: Build) -> Machine {
     let ram = &hw.ram;
     let mut resident = ram.available_bytes;
-    if let Some(h) = ram.cgroup.as_ref().and_then(crate::hw::CgroupMemory::headroom_bytes) {
+    if let Some(h) = ram
+        .cgroup
+        .as_ref()
+        .and_then(crate::hw::CgroupMemory::headroom_bytes)
+    {
         resident = resident.min(h);
     }
-    let alloc_limit = [ram.rlimit_as_bytes, ram.rlimit_data_bytes].into_iter().flatten().min();
-    let simulated = !matches!(hw.source, Source::Probed);
-    let gpu_usable = build.gpu || simulated;
+    let alloc_limit = [ram.rlimit_as_bytes, ram.rlimit_data_bytes]
+        .into_iter()
+        .flatten()
+        .min();
+    let gpu_usable = build.gpu;
     let unified = hw.unified.is_some();
     let mut gpus = Vec::new();
     let mut thr = Vec::new();
@@ -68,15 +76,24 @@ fn machine(hw: &HardwareSnapshot, build: Build) -> Machine {
             kind: DeviceKind::Unified,
             budget_bytes: u.gpu_limit_bytes.min(resident),
         });
-        thr.push(speed::gpu_throughput(g.and_then(|g| g.bandwidth_bytes_per_s).unwrap_or(ram.bandwidth_bytes_per_s)));
+        thr.push(speed::gpu_throughput(
+            g.and_then(|g| g.bandwidth_bytes_per_s)
+                .unwrap_or(ram.bandwidth_bytes_per_s),
+        ));
     } else {
         for g in &hw.gpus {
             gpus.push(GpuSpec {
                 name: g.name.clone(),
-                kind: if g.vendor == GpuVendor::Apple { DeviceKind::Unified } else { DeviceKind::Gpu },
+                kind: if g.vendor == GpuVendor::Apple {
+                    DeviceKind::Unified
+                } else {
+                    DeviceKind::Gpu
+                },
                 budget_bytes: g.free_bytes,
             });
-            thr.push(speed::gpu_throughput(g.bandwidth_bytes_per_s.unwrap_or(DEFAULT_GPU_BANDWIDTH)));
+            thr.push(speed::gpu_throughput(
+                g.bandwidth_bytes_per_s.unwrap_or(DEFAULT_GPU_BANDWIDTH),
+            ));
         }
     }
     let threads = hw.cpu.physical_cores.max(1);
@@ -111,7 +128,9 @@ fn fits(e: &Estimate, m: &Machine) -> bool {
     if ram_need > m.spec.ram_budget_bytes {
         return false;
     }
-    m.spec.alloc_limit_bytes.is_none_or(|lim| e.allocated_bytes <= lim)
+    m.spec
+        .alloc_limit_bytes
+        .is_none_or(|lim| e.allocated_bytes <= lim)
 }
 
 fn split_for(m: &Machine) -> Vec<f64> {
@@ -119,7 +138,11 @@ fn split_for(m: &Machine) -> Vec<f64> {
 }
 
 fn placement(m: &Machine, ngl: u32, n_cpu_moe: u32) -> Placement {
-    Placement { n_gpu_layers: ngl, split: split_for(m), n_cpu_moe }
+    Placement {
+        n_gpu_layers: ngl,
+        split: split_for(m),
+        n_cpu_moe,
+    }
 }
 
 fn eval(p: &ModelProfile, s: &Settings, ctx_tokens: u32, pl: &Placement, m: &Machine) -> Estimate {
@@ -128,8 +151,14 @@ fn eval(p: &ModelProfile, s: &Settings, ctx_tokens: u32, pl: &Placement, m: &Mac
 
 /// The most GPU layers (llama.cpp `-ngl`) that fit at this context, if any placement does.
 fn max_layers(p: &ModelProfile, s: &Settings, ctx: u32, m: &Machine) -> Option<u32> {
-    let top = if m.spec.gpus.is_empty() { 0 } else { p.n_layer + 1 };
-    (0..=top).rev().find(|&ngl| fits(&eval(p, s, ctx, &placement(m, ngl, 0), m), m))
+    let top = if m.spec.gpus.is_empty() {
+        0
+    } else {
+        p.n_layer + 1
+    };
+    (0..=top)
+        .rev()
+        .find(|&ngl| fits(&eval(p, s, ctx, &placement(m, ngl, 0), m), m))
 }
 
 fn decode_speed(p: &ModelProfile, e: &Estimate, m: &Machine) -> (f64, f64) {
@@ -138,17 +167,33 @@ fn decode_speed(p: &ModelProfile, e: &Estimate, m: &Machine) -> (f64, f64) {
     // Bytes per token: active weights plus reading a quarter-full KV cache, a
     // typical conversation.
     let kv_share: Vec<u64> = e.devices.iter().map(|d| d.kv_bytes / 4).collect();
-    let bytes: Vec<u64> = e.active_bytes.iter().zip(&kv_share).map(|(a, k)| a + k).collect();
+    let bytes: Vec<u64> = e
+        .active_bytes
+        .iter()
+        .zip(&kv_share)
+        .map(|(a, k)| a + k)
+        .collect();
     let bpw = bits_per_weight(p);
-    let params: Vec<u64> = e.active_bytes.iter().map(|b| (*b as f64 * 8.0 / bpw) as u64).collect();
+    let params: Vec<u64> = e
+        .active_bytes
+        .iter()
+        .map(|b| (*b as f64 * 8.0 / bpw) as u64)
+        .collect();
     let layers: Vec<u32> = e.devices.iter().map(|d| d.n_layers).collect();
-    (speed::decode_tokens_per_s(&bytes, &params, &layers, &devs, p.n_vocab), speed::prompt_tokens_per_s(&params, &devs, 0))
+    (
+        speed::decode_tokens_per_s(&bytes, &params, &layers, &devs, p.n_vocab),
+        speed::prompt_tokens_per_s(&params, &devs, 0),
+    )
 }
 
 /// Effective bits per weight of a model file (its quality class).
 #[must_use]
 pub fn bits_per_weight(p: &ModelProfile) -> f64 {
-    if p.n_params == 0 { 0.0 } else { p.weight_bytes as f64 * 8.0 / p.n_params as f64 }
+    if p.n_params == 0 {
+        0.0
+    } else {
+        p.weight_bytes as f64 * 8.0 / p.n_params as f64
+    }
 }
 
 /// The contexts the solver tries, smallest first.
@@ -171,7 +216,13 @@ fn context_steps(p: &ModelProfile, s: &Settings) -> Vec<u32> {
 
 /// Plan one model file on one machine.
 #[must_use]
-pub fn plan(p: &ModelProfile, path: &str, s: &Settings, hw: &HardwareSnapshot, build: Build) -> Plan {
+pub fn plan(
+    p: &ModelProfile,
+    path: &str,
+    s: &Settings,
+    hw: &HardwareSnapshot,
+    build: Build,
+) -> Plan {
     let m = machine(hw, build);
     let steps = context_steps(p, s);
     let has_gpu = !m.spec.gpus.is_empty();
@@ -239,7 +290,9 @@ pub fn plan(p: &ModelProfile, path: &str, s: &Settings, hw: &HardwareSnapshot, b
             };
             warnings.push(Warning {
                 code: "offload_slow".into(),
-                message: format!("offload: {in_ram}, est. {decode:.0} tok/s ({full:.0} tok/s fully on GPU)"),
+                message: format!(
+                    "offload: {in_ram}, est. {decode:.0} tok/s ({full:.0} tok/s fully on GPU)"
+                ),
             });
         }
     }
@@ -268,7 +321,10 @@ pub fn plan(p: &ModelProfile, path: &str, s: &Settings, hw: &HardwareSnapshot, b
         }
     }
     if !ok {
-        warnings.push(Warning { code: "does_not_fit".into(), message: why_not(&est, &m) });
+        warnings.push(Warning {
+            code: "does_not_fit".into(),
+            message: why_not(&est, &m),
+        });
     }
 
     let devices = est.devices.clone();
@@ -331,7 +387,13 @@ fn round2(x: f64) -> f64 {
 /// For MoE models that do not fit whole on the GPU: the fewest layers whose
 /// experts must stay in RAM for everything else to fit, when that decodes
 /// faster than offloading whole layers.
-fn moe_alternative(p: &ModelProfile, s: &Settings, ctx: u32, layers: u32, m: &Machine) -> Option<u32> {
+fn moe_alternative(
+    p: &ModelProfile,
+    s: &Settings,
+    ctx: u32,
+    layers: u32,
+    m: &Machine,
+) -> Option<u32> {
     p.experts?;
     if m.spec.gpus.is_empty() || layers > p.n_layer {
         return None;
@@ -344,7 +406,14 @@ fn moe_alternative(p: &ModelProfile, s: &Settings, ctx: u32, layers: u32, m: &Ma
 }
 
 /// When the context is what gives, what `q8_0` KV would allow.
-fn kv_quant_hint(p: &ModelProfile, s: &Settings, ngl: u32, moe: u32, steps: &[u32], m: &Machine) -> Option<Warning> {
+fn kv_quant_hint(
+    p: &ModelProfile,
+    s: &Settings,
+    ngl: u32,
+    moe: u32,
+    steps: &[u32],
+    m: &Machine,
+) -> Option<Warning> {
     if s.cache_type_k != crate::gguf::GgmlType::F16 {
         return None;
     }
@@ -352,7 +421,11 @@ fn kv_quant_hint(p: &ModelProfile, s: &Settings, ngl: u32, moe: u32, steps: &[u3
     q.cache_type_k = crate::gguf::GgmlType::Q8_0;
     q.cache_type_v = crate::gguf::GgmlType::Q8_0;
     q.flash_attn = FlashAttn::On;
-    let best = steps.iter().copied().filter(|&c| fits(&eval(p, &q, c, &placement(m, ngl, moe), m), m)).max()?;
+    let best = steps
+        .iter()
+        .copied()
+        .filter(|&c| fits(&eval(p, &q, c, &placement(m, ngl, moe), m), m))
+        .max()?;
     Some(Warning {
         code: "context_limited".into(),
         message: format!(
@@ -389,15 +462,39 @@ fn why_not(e: &Estimate, m: &Machine) -> String {
     )
 }
 
-fn llama_args(path: &str, s: &Settings, ctx: &Context, ngl: u32, n_cpu_moe: u32, r: &Resolved) -> Vec<String> {
-    let mut a = vec!["-m".to_string(), path.to_string(), "-c".into(), ctx.n_ctx.to_string()];
-    a.extend(["-b".into(), ctx.n_batch.to_string(), "-ub".into(), ctx.n_ubatch.to_string()]);
+fn llama_args(
+    path: &str,
+    s: &Settings,
+    ctx: &Context,
+    ngl: u32,
+    n_cpu_moe: u32,
+    r: &Resolved,
+) -> Vec<String> {
+    let mut a = vec![
+        "-m".to_string(),
+        path.to_string(),
+        "-c".into(),
+        ctx.n_ctx.to_string(),
+    ];
+    a.extend([
+        "-b".into(),
+        ctx.n_batch.to_string(),
+        "-ub".into(),
+        ctx.n_ubatch.to_string(),
+    ]);
     if ctx.n_seq > 1 {
         a.extend(["-np".into(), ctx.n_seq.to_string()]);
     }
     a.extend(["-ngl".into(), ngl.to_string()]);
     if r.tensor_split.len() > 1 {
-        a.extend(["-ts".into(), r.tensor_split.iter().map(u32::to_string).collect::<Vec<_>>().join(",")]);
+        a.extend([
+            "-ts".into(),
+            r.tensor_split
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+        ]);
     }
     if n_cpu_moe > 0 {
         a.extend(["--n-cpu-moe".into(), n_cpu_moe.to_string()]);

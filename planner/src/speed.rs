@@ -47,8 +47,14 @@ pub const GPU_FLOPS_PER_BYTE: f64 = 60.0;
 /// The CPU's throughput from its measured bandwidth, cores and features.
 #[must_use]
 pub fn cpu_throughput(bandwidth: f64, threads: u32, features: &[String]) -> Throughput {
-    let fast = features.iter().any(|f| f == "avx2" || f == "dotprod" || f == "neon");
-    let per_core = if fast { CPU_DECODE_FLOPS_PER_CORE } else { CPU_DECODE_FLOPS_PER_CORE_SCALAR };
+    let fast = features
+        .iter()
+        .any(|f| f == "avx2" || f == "dotprod" || f == "neon");
+    let per_core = if fast {
+        CPU_DECODE_FLOPS_PER_CORE
+    } else {
+        CPU_DECODE_FLOPS_PER_CORE_SCALAR
+    };
     Throughput {
         bandwidth: bandwidth * CPU_BANDWIDTH_EFFICIENCY,
         flops: per_core * f64::from(threads.max(1)),
@@ -70,7 +76,13 @@ pub fn gpu_throughput(bandwidth: f64) -> Throughput {
 /// KV) holding `params[i]` active parameters in `layers[i]` layers. Zero when
 /// nothing is read.
 #[must_use]
-pub fn decode_tokens_per_s(bytes: &[u64], params: &[u64], layers: &[u32], devices: &[Throughput], n_vocab: u64) -> f64 {
+pub fn decode_tokens_per_s(
+    bytes: &[u64],
+    params: &[u64],
+    layers: &[u32],
+    devices: &[Throughput],
+    n_vocab: u64,
+) -> f64 {
     if bytes.iter().all(|&b| b == 0) {
         return 0.0;
     }
@@ -92,7 +104,11 @@ pub fn decode_tokens_per_s(bytes: &[u64], params: &[u64], layers: &[u32], device
 pub fn prompt_tokens_per_s(params: &[u64], devices: &[Throughput], cpu_index: usize) -> f64 {
     let mut t = 0.0;
     for (i, (p, d)) in params.iter().zip(devices).enumerate() {
-        let flops = if i == cpu_index { d.flops * CPU_PROMPT_FACTOR } else { d.flops };
+        let flops = if i == cpu_index {
+            d.flops * CPU_PROMPT_FACTOR
+        } else {
+            d.flops
+        };
         t += 2.0 * *p as f64 / flops.max(1.0);
     }
     if t > 0.0 { 1.0 / t } else { 0.0 }
@@ -104,16 +120,34 @@ mod tests {
 
     #[test]
     fn series_model_adds_device_times() {
-        let cpu = Throughput { bandwidth: 50e9, flops: 1e15, per_layer_s: 0.0 };
-        let gpu = Throughput { bandwidth: 1000e9, flops: 1e15, per_layer_s: 0.0 };
+        let cpu = Throughput {
+            bandwidth: 50e9,
+            flops: 1e15,
+            per_layer_s: 0.0,
+        };
+        let gpu = Throughput {
+            bandwidth: 1000e9,
+            flops: 1e15,
+            per_layer_s: 0.0,
+        };
         // 1 GB on the GPU and 1 GB on the CPU: 1 ms + 20 ms.
-        let tps = decode_tokens_per_s(&[1_000_000_000, 1_000_000_000], &[1, 1], &[1, 1], &[cpu, gpu], 0);
+        let tps = decode_tokens_per_s(
+            &[1_000_000_000, 1_000_000_000],
+            &[1, 1],
+            &[1, 1],
+            &[cpu, gpu],
+            0,
+        );
         assert!((tps - 1.0 / 0.021).abs() < 1e-6, "{tps}");
     }
 
     #[test]
     fn compute_bound_cpu_is_slower_than_its_bandwidth() {
-        let cpu = Throughput { bandwidth: 100e9, flops: 10e9, per_layer_s: 0.0 };
+        let cpu = Throughput {
+            bandwidth: 100e9,
+            flops: 10e9,
+            per_layer_s: 0.0,
+        };
         // 100 MB read, 500 M params: memory 1 ms, math 100 ms.
         let tps = decode_tokens_per_s(&[100_000_000], &[500_000_000], &[1], &[cpu], 0);
         assert!((tps - 10.0).abs() < 1e-9);
@@ -121,12 +155,19 @@ mod tests {
 
     #[test]
     fn nothing_read_is_zero_speed() {
-        assert_eq!(decode_tokens_per_s(&[0], &[0], &[0], &[gpu_throughput(1e12)], 0), 0.0);
+        assert_eq!(
+            decode_tokens_per_s(&[0], &[0], &[0], &[gpu_throughput(1e12)], 0),
+            0.0
+        );
     }
 
     #[test]
     fn per_layer_cost_adds_up() {
-        let cpu = Throughput { bandwidth: 1e12, flops: 1e15, per_layer_s: 1e-3 };
+        let cpu = Throughput {
+            bandwidth: 1e12,
+            flops: 1e15,
+            per_layer_s: 1e-3,
+        };
         // 10 layers at 1 ms each dominate a 1 MB read.
         let tps = decode_tokens_per_s(&[1_000_000], &[1], &[10], &[cpu], 0);
         assert!((tps - 1.0 / 0.010001).abs() < 1e-3, "{tps}");

@@ -122,7 +122,10 @@ impl Shape {
 
     /// The shape called `name` (as [`Shape::name`] spells it).
     pub fn from_name(name: &str) -> Option<Shape> {
-        Shape::ALL.into_iter().chain([Shape::Llama70B]).find(|s| s.name() == name)
+        Shape::ALL
+            .into_iter()
+            .chain([Shape::Llama70B])
+            .find(|s| s.name() == name)
     }
 
     /// Its hyper-parameters.

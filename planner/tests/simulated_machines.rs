@@ -14,12 +14,22 @@ const GIB: u64 = 1 << 30;
 const GPU_BUILD: Build = Build { gpu: true };
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hw").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/hw")
+        .join(name)
 }
 
 fn machine(profile_file: &str, ram: Option<u64>, vram: Option<Vec<u64>>) -> HardwareSnapshot {
     let base = hw::load_profile(&fixture(profile_file)).expect("fixture profile loads");
-    hw::apply_overrides(base, &Overrides { ram_bytes: ram, vram_bytes: vram, profile: None }).expect("overrides apply")
+    hw::apply_overrides(
+        base,
+        &Overrides {
+            ram_bytes: ram,
+            vram_bytes: vram,
+            profile: None,
+        },
+    )
+    .expect("overrides apply")
 }
 
 fn model(shape: Shape, mix: Mix) -> ModelProfile {
@@ -70,11 +80,15 @@ fn assert_tight(p: &ModelProfile, s: &Settings, hw: &HardwareSnapshot, plan: &Pl
     let steps = steps(p);
     if let Some(next) = steps.iter().copied().find(|&c| c > plan.n_ctx) {
         let bigger = plan_for(p, &with(s, next, plan.n_gpu_layers), hw);
-        let free = plan_for(p, &{
-            let mut t = s.clone();
-            t.n_ctx = Some(next);
-            t
-        }, hw);
+        let free = plan_for(
+            p,
+            &{
+                let mut t = s.clone();
+                t.n_ctx = Some(next);
+                t
+            },
+            hw,
+        );
         assert!(
             bigger.verdict == Verdict::DoesNotFit || free.n_gpu_layers < plan.n_gpu_layers,
             "context {next} fits with the same {} layers, but the plan stopped at {}",
@@ -100,7 +114,11 @@ fn two_gib_no_gpu() {
     let big = model(Shape::Llama8B, Mix::Q4KM);
     let plan = plan_for(&big, &s, &hw);
     assert_eq!(plan.verdict, Verdict::DoesNotFit);
-    assert!(plan.warnings.iter().any(|w| w.code == "does_not_fit" && w.message.contains("RAM")));
+    assert!(
+        plan.warnings
+            .iter()
+            .any(|w| w.code == "does_not_fit" && w.message.contains("RAM"))
+    );
 }
 
 #[test]
@@ -111,7 +129,11 @@ fn container_limit_beats_host_ram() {
     let p = model(Shape::Llama1B, Mix::Q4KM);
     let plan = plan_for(&p, &s, &hw);
     assert_eq!(plan.verdict, Verdict::DoesNotFit);
-    assert!(plan.ram.budget_bytes < 512 << 20, "budget {} must be the cgroup's headroom", plan.ram.budget_bytes);
+    assert!(
+        plan.ram.budget_bytes < 512 << 20,
+        "budget {} must be the cgroup's headroom",
+        plan.ram.budget_bytes
+    );
 
     let host = machine("container-512m.toml", Some(60 * GIB), None);
     assert_eq!(plan_for(&p, &s, &host).verdict, Verdict::Fits);
@@ -124,8 +146,15 @@ fn unified_laptop_32g() {
     let p = model(Shape::Llama8B, Mix::Q8_0);
     let plan = plan_for(&p, &s, &hw);
     assert_eq!(plan.verdict, Verdict::Fits);
-    assert_eq!(plan.n_gpu_layers, p.n_layer + 1, "everything on the unified GPU");
-    assert_eq!(plan.devices[1].kind, headroom_planner::plan::DeviceKind::Unified);
+    assert_eq!(
+        plan.n_gpu_layers,
+        p.n_layer + 1,
+        "everything on the unified GPU"
+    );
+    assert_eq!(
+        plan.devices[1].kind,
+        headroom_planner::plan::DeviceKind::Unified
+    );
     assert_tight(&p, &s, &hw, &plan);
 
     // A 61 GB MoE: GPU and CPU draw on the same 24 GiB. With mmap the layers left
@@ -134,8 +163,15 @@ fn unified_laptop_32g() {
     let f16 = model(Shape::Qwen3Moe30BA3B, Mix::F16);
     let plan = plan_for(&f16, &s, &hw);
     assert_eq!(plan.verdict, Verdict::FitsWithOffload);
-    assert!(plan.warnings.iter().any(|w| w.code == "pages_from_disk"), "{:?}", plan.warnings);
-    let no_mmap = Settings { mmap: false, ..s.clone() };
+    assert!(
+        plan.warnings.iter().any(|w| w.code == "pages_from_disk"),
+        "{:?}",
+        plan.warnings
+    );
+    let no_mmap = Settings {
+        mmap: false,
+        ..s.clone()
+    };
     assert_eq!(plan_for(&f16, &no_mmap, &hw).verdict, Verdict::DoesNotFit);
 }
 
@@ -153,7 +189,11 @@ fn gpu_8g_ram_16g() {
     let plan = plan_for(&f16, &s, &hw);
     assert_eq!(plan.verdict, Verdict::FitsWithOffload);
     assert!(plan.n_gpu_layers > 0 && plan.n_gpu_layers < f16.n_layer);
-    assert!(plan.warnings.iter().any(|w| w.code == "offload_slow"), "{:?}", plan.warnings);
+    assert!(
+        plan.warnings.iter().any(|w| w.code == "offload_slow"),
+        "{:?}",
+        plan.warnings
+    );
     assert_tight(&f16, &s, &hw, &plan);
 }
 
@@ -165,13 +205,21 @@ fn two_24g_gpus() {
     let plan = plan_for(&moe, &s, &hw);
     assert_eq!(plan.verdict, Verdict::Fits, "{:?}", plan.warnings);
     assert_eq!(plan.devices.len(), 3);
-    assert!(plan.devices[1].n_layers > 0 && plan.devices[2].n_layers > 0, "layers on both GPUs");
+    assert!(
+        plan.devices[1].n_layers > 0 && plan.devices[2].n_layers > 0,
+        "layers on both GPUs"
+    );
     assert!(plan.llama_args.iter().any(|a| a == "-ts"));
     assert_tight(&moe, &s, &hw, &plan);
 
     let f16 = model(Shape::Qwen3Moe30BA3B, Mix::F16);
     let plan = plan_for(&f16, &s, &hw);
-    assert_eq!(plan.verdict, Verdict::FitsWithOffload, "{:?}", plan.warnings);
+    assert_eq!(
+        plan.verdict,
+        Verdict::FitsWithOffload,
+        "{:?}",
+        plan.warnings
+    );
     assert_tight(&f16, &s, &hw, &plan);
 }
 
@@ -182,9 +230,17 @@ fn a100_80g_70b_context_gives() {
     let p = model(Shape::Llama70B, Mix::Q4KM);
     let plan = plan_for(&p, &s, &hw);
     assert_eq!(plan.verdict, Verdict::Fits, "{:?}", plan.warnings);
-    assert_eq!(plan.n_gpu_layers, p.n_layer + 1, "all layers stay on the GPU");
+    assert_eq!(
+        plan.n_gpu_layers,
+        p.n_layer + 1,
+        "all layers stay on the GPU"
+    );
     let train = u32::try_from(p.n_ctx_train).unwrap();
-    assert!(plan.n_ctx < train, "the context gives: {} of {train}", plan.n_ctx);
+    assert!(
+        plan.n_ctx < train,
+        "the context gives: {} of {train}",
+        plan.n_ctx
+    );
     // At the training context every layer no longer fits on the GPU.
     let full = plan_for(&p, &with(&s, train, p.n_layer + 1), &hw);
     assert_eq!(full.verdict, Verdict::DoesNotFit);
@@ -197,7 +253,12 @@ fn assert_not_worse(a: &Plan, b: &Plan, what: &str) {
         return;
     }
     assert!(b.verdict.fits(), "{what}: more memory lost the fit");
-    assert!(b.n_gpu_layers >= a.n_gpu_layers, "{what}: fewer GPU layers ({} < {})", b.n_gpu_layers, a.n_gpu_layers);
+    assert!(
+        b.n_gpu_layers >= a.n_gpu_layers,
+        "{what}: fewer GPU layers ({} < {})",
+        b.n_gpu_layers,
+        a.n_gpu_layers
+    );
     assert!(
         b.n_ctx >= a.n_ctx || b.n_gpu_layers > a.n_gpu_layers,
         "{what}: smaller context ({} < {}) for the same layers",
@@ -209,7 +270,11 @@ fn assert_not_worse(a: &Plan, b: &Plan, what: &str) {
 #[test]
 fn more_memory_never_gives_a_worse_plan() {
     let s = Settings::default();
-    let files = [model(Shape::Llama8B, Mix::Q4KM), model(Shape::Llama8B, Mix::Q8_0), model(Shape::Llama8B, Mix::F16)];
+    let files = [
+        model(Shape::Llama8B, Mix::Q4KM),
+        model(Shape::Llama8B, Mix::Q8_0),
+        model(Shape::Llama8B, Mix::F16),
+    ];
     let bpw: Vec<f64> = files.iter().map(solve::bits_per_weight).collect();
     let vrams = [0u64, 4, 6, 8, 12, 16, 24, 48];
     let rams = [4u64, 8, 16, 32];
@@ -222,8 +287,14 @@ fn more_memory_never_gives_a_worse_plan() {
             let hw = machine("gpu-8g-ram-16g.toml", Some(ram * GIB), Some(v));
             let plans: Vec<Plan> = files.iter().map(|p| plan_for(p, &s, &hw)).collect();
             let chosen = solve::choose(plans.clone(), &bpw).expect("a choice");
-            let q = files.iter().position(|f| f.quant == chosen.quant).expect("known quant");
-            let pick = chosen.verdict.fits().then_some((bpw[q], chosen.est_decode_tokens_per_s));
+            let q = files
+                .iter()
+                .position(|f| f.quant == chosen.quant)
+                .expect("known quant");
+            let pick = chosen
+                .verdict
+                .fits()
+                .then_some((bpw[q], chosen.est_decode_tokens_per_s));
             row.push((plans, pick));
         }
         grid.push(row);
@@ -238,18 +309,31 @@ fn more_memory_never_gives_a_worse_plan() {
                 neighbours.push((v, r - 1));
             }
             for (pv, pr) in neighbours {
-                let what = format!("{}→{} GiB VRAM, {}→{} GiB RAM", vrams[pv], vrams[v], rams[pr], rams[r]);
+                let what = format!(
+                    "{}→{} GiB VRAM, {}→{} GiB RAM",
+                    vrams[pv], vrams[v], rams[pr], rams[r]
+                );
                 for (i, f) in files.iter().enumerate() {
                     // Adding VRAM to a machine with none changes which memory holds the weights.
                     if vrams[pv] == 0 && vrams[v] > 0 {
                         continue;
                     }
-                    assert_not_worse(&grid[pv][pr].0[i], &grid[v][r].0[i], &format!("{} {what}", f.quant));
+                    assert_not_worse(
+                        &grid[pv][pr].0[i],
+                        &grid[v][r].0[i],
+                        &format!("{} {what}", f.quant),
+                    );
                 }
                 if let (Some(a), Some(b)) = (grid[pv][pr].1, grid[v][r].1) {
-                    assert!(b.0 >= a.0 || b.1 >= a.1 * 0.999, "{what}: choice got lower in quality and slower: {a:?} -> {b:?}");
+                    assert!(
+                        b.0 >= a.0 || b.1 >= a.1 * 0.999,
+                        "{what}: choice got lower in quality and slower: {a:?} -> {b:?}"
+                    );
                 } else {
-                    assert!(grid[pv][pr].1.is_none() || grid[v][r].1.is_some(), "{what}: nothing fits any more");
+                    assert!(
+                        grid[pv][pr].1.is_none() || grid[v][r].1.is_some(),
+                        "{what}: nothing fits any more"
+                    );
                 }
             }
         }

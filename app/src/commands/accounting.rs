@@ -17,7 +17,12 @@ use crate::llama::{self, AccountingParams};
 ///
 /// # Errors
 /// A cache type llama.cpp has no name for.
-pub fn params_for(path: &std::path::Path, s: &headroom_planner::plan::Settings, n_ctx: u32, n_gpu_layers: i32) -> Result<AccountingParams> {
+pub fn params_for(
+    path: &std::path::Path,
+    s: &headroom_planner::plan::Settings,
+    n_ctx: u32,
+    n_gpu_layers: i32,
+) -> Result<AccountingParams> {
     let mut p = AccountingParams::for_model(path);
     p.n_ctx = n_ctx;
     p.n_batch = s.n_batch;
@@ -36,7 +41,9 @@ pub fn params_for(path: &std::path::Path, s: &headroom_planner::plan::Settings, 
     Ok(p)
 }
 
-fn kv_type(ty: headroom_planner::gguf::GgmlType) -> Result<llama_cpp_2::context::params::KvCacheType> {
+fn kv_type(
+    ty: headroom_planner::gguf::GgmlType,
+) -> Result<llama_cpp_2::context::params::KvCacheType> {
     use headroom_planner::gguf::GgmlType as G;
     use llama_cpp_2::context::params::KvCacheType as K;
     Ok(match ty {
@@ -58,13 +65,21 @@ fn kv_type(ty: headroom_planner::gguf::GgmlType) -> Result<llama_cpp_2::context:
 /// # Errors
 /// A model llama.cpp refuses, or bad options.
 pub fn run(args: &LlamaAccountingArgs) -> Result<ExitCode> {
-    let settings = args.ctx.settings().map_err(|e| super::UsageError(format!("{e:#}")))?;
+    let settings = args
+        .ctx
+        .settings()
+        .map_err(|e| super::UsageError(format!("{e:#}")))?;
     let models: Vec<String> = args.model.iter().cloned().collect();
     let path = resolve_models(&models)?.remove(0);
     // Validate the header ourselves first: llama.cpp may abort on hostile files.
     super::load_profile(&path)?;
     let n_ctx = settings.n_ctx.unwrap_or(4096);
-    let params = params_for(&path, &settings, n_ctx, settings.n_gpu_layers.map_or(0, |n| n as i32))?;
+    let params = params_for(
+        &path,
+        &settings,
+        n_ctx,
+        settings.n_gpu_layers.map_or(0, |n| n as i32),
+    )?;
     let rows = llama::memory_breakdown(&params)?;
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -72,12 +87,24 @@ pub fn run(args: &LlamaAccountingArgs) -> Result<ExitCode> {
             .iter()
             .map(|r| serde_json::json!({"name": r.name, "model_bytes": r.model, "context_bytes": r.context, "compute_bytes": r.compute}))
             .collect();
-        serde_json::to_writer_pretty(&mut out, &serde_json::json!({"model": path.display().to_string(), "n_ctx": n_ctx, "buffers": v}))?;
-        writeln!(out)?;
+        let doc =
+            serde_json::json!({"model": path.display().to_string(), "n_ctx": n_ctx, "buffers": v});
+        writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
     } else {
-        writeln!(out, "{:<12} {:>12} {:>12} {:>12}", "buffer", "model", "context", "compute")?;
+        writeln!(
+            out,
+            "{:<12} {:>12} {:>12} {:>12}",
+            "buffer", "model", "context", "compute"
+        )?;
         for r in &rows {
-            writeln!(out, "{:<12} {:>12} {:>12} {:>12}", r.name, format_size(r.model), format_size(r.context), format_size(r.compute))?;
+            writeln!(
+                out,
+                "{:<12} {:>12} {:>12} {:>12}",
+                r.name,
+                format_size(r.model),
+                format_size(r.context),
+                format_size(r.compute)
+            )?;
         }
     }
     Ok(ExitCode::SUCCESS)

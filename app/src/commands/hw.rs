@@ -23,41 +23,98 @@ pub fn run(args: &HwArgs, machine: &MachineArgs) -> Result<ExitCode> {
             obj.insert("gpu_build".into(), super::gpu_build().into());
             obj.insert("schema_version".into(), 1.into());
         }
-        serde_json::to_writer_pretty(&mut out, &v)?;
-        writeln!(out)?;
+        writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
         return Ok(ExitCode::SUCCESS);
     }
     let r = &hw.ram;
-    writeln!(out, "RAM      {} total, {} available, budget {}", format_size(r.total_bytes), format_size(r.available_bytes), format_size(r.budget_bytes()))?;
+    writeln!(
+        out,
+        "RAM      {} total, {} available, budget {}",
+        format_size(r.total_bytes),
+        format_size(r.available_bytes),
+        format_size(r.budget_bytes())
+    )?;
     if let Some(cg) = &r.cgroup {
-        let limit = cg.limit_bytes.map_or_else(|| "no limit".to_string(), format_size);
-        writeln!(out, "cgroup   v{} {}: limit {limit}, using {} ({} reclaimable)", cg.version, cg.path, format_size(cg.usage_bytes), format_size(cg.reclaimable_bytes))?;
+        let limit = cg
+            .limit_bytes
+            .map_or_else(|| "no limit".to_string(), format_size);
+        writeln!(
+            out,
+            "cgroup   v{} {}: limit {limit}, using {} ({} reclaimable)",
+            cg.version,
+            cg.path,
+            format_size(cg.usage_bytes),
+            format_size(cg.reclaimable_bytes)
+        )?;
     }
-    for (name, lim) in [("RLIMIT_AS", r.rlimit_as_bytes), ("RLIMIT_DATA", r.rlimit_data_bytes)] {
+    for (name, lim) in [
+        ("RLIMIT_AS", r.rlimit_as_bytes),
+        ("RLIMIT_DATA", r.rlimit_data_bytes),
+    ] {
         if let Some(l) = lim {
             writeln!(out, "limit    {name} {}", format_size(l))?;
         }
     }
-    writeln!(out, "swap     {} total, {} free", format_size(r.swap_total_bytes), format_size(r.swap_free_bytes))?;
+    writeln!(
+        out,
+        "swap     {} total, {} free",
+        format_size(r.swap_total_bytes),
+        format_size(r.swap_free_bytes)
+    )?;
     writeln!(
         out,
         "memory   bandwidth {:.1} GB/s ({})",
         r.bandwidth_bytes_per_s / 1e9,
-        if r.bandwidth_measured { "measured" } else { "assumed" }
+        if r.bandwidth_measured {
+            "measured"
+        } else {
+            "assumed"
+        }
     )?;
     let c = &hw.cpu;
-    writeln!(out, "CPU      {} ({}, {} cores, {} threads) {}", c.model, c.arch, c.physical_cores, c.logical_cores, c.features.join(" "))?;
+    writeln!(
+        out,
+        "CPU      {} ({}, {} cores, {} threads) {}",
+        c.model,
+        c.arch,
+        c.physical_cores,
+        c.logical_cores,
+        c.features.join(" ")
+    )?;
     if hw.gpus.is_empty() {
         writeln!(out, "GPU      none")?;
     }
     for g in &hw.gpus {
-        let bw = g.bandwidth_bytes_per_s.map_or_else(String::new, |b| format!(", {:.0} GB/s", b / 1e9));
-        writeln!(out, "GPU{}     {} ({:?}): {} free of {}{bw}", g.index, g.name, g.vendor, format_size(g.free_bytes), format_size(g.total_bytes))?;
+        let bw = g
+            .bandwidth_bytes_per_s
+            .map_or_else(String::new, |b| format!(", {:.0} GB/s", b / 1e9));
+        writeln!(
+            out,
+            "GPU{}     {} ({:?}): {} free of {}{bw}",
+            g.index,
+            g.name,
+            g.vendor,
+            format_size(g.free_bytes),
+            format_size(g.total_bytes)
+        )?;
     }
     if let Some(u) = &hw.unified {
-        writeln!(out, "unified  GPU may use up to {} ({})", format_size(u.gpu_limit_bytes), u.source)?;
+        writeln!(
+            out,
+            "unified  GPU may use up to {} ({})",
+            format_size(u.gpu_limit_bytes),
+            u.source
+        )?;
     }
-    writeln!(out, "build    {}", if super::gpu_build() { "GPU backends available" } else { "CPU only" })?;
+    writeln!(
+        out,
+        "build    {}",
+        if super::gpu_build() {
+            "GPU backends available"
+        } else {
+            "CPU only"
+        }
+    )?;
     for n in &hw.notes {
         writeln!(out, "note     {n}")?;
     }

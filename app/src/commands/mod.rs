@@ -43,7 +43,14 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
 /// The exit code for an error.
 #[must_use]
 pub fn exit_code_for(err: &anyhow::Error) -> u8 {
-    if err.chain().any(|c| c.downcast_ref::<UsageError>().is_some()) { EXIT_USAGE } else { 1 }
+    if err
+        .chain()
+        .any(|c| c.downcast_ref::<UsageError>().is_some())
+    {
+        EXIT_USAGE
+    } else {
+        1
+    }
 }
 
 /// Detect this machine, or load the profile, then apply `--ram`/`--vram`.
@@ -51,15 +58,27 @@ pub fn exit_code_for(err: &anyhow::Error) -> u8 {
 /// # Errors
 /// A profile that cannot be read, or an override that does not parse.
 pub fn hardware(machine: &MachineArgs) -> Result<HardwareSnapshot> {
-    let overrides = machine.overrides().map_err(|e| UsageError(format!("{e:#}")))?;
-    let base = match &overrides.profile {
-        Some(path) => phw::load_profile(path).with_context(|| format!("hardware profile {}", path.display()))?,
+    let mut overrides = machine
+        .overrides()
+        .map_err(|e| UsageError(format!("{e:#}")))?;
+    // The profile is loaded here once; `apply_overrides` then only applies sizes.
+    let base = match overrides.profile.take() {
+        Some(path) => phw::load_profile(&path)?,
         None => phw::probe(&ProbeOptions {
             measure_bandwidth: true,
             cache_dir: crate::demo::cache_dir().ok(),
         }),
     };
-    Ok(phw::apply_overrides(base, &overrides)?)
+    phw::apply_overrides(base, &overrides).map_err(|e| UsageError(e.to_string()).into())
+}
+
+/// The build the plan is for: this binary's backends, or, when planning for
+/// another machine (`--vram`, `--hw`), a build that can use its GPUs.
+#[must_use]
+pub fn build_for(machine: &MachineArgs) -> headroom_planner::solve::Build {
+    headroom_planner::solve::Build {
+        gpu: gpu_build() || machine.vram.is_some() || machine.hw_file.is_some(),
+    }
 }
 
 /// Resolve MODEL arguments to GGUF files: paths, directories of GGUF files,
@@ -82,7 +101,10 @@ pub fn resolve_models(models: &[String]) -> Result<Vec<PathBuf>> {
             let mut found: Vec<PathBuf> = std::fs::read_dir(path)
                 .with_context(|| format!("reading directory {m}"))?
                 .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x.eq_ignore_ascii_case("gguf")))
+                .filter(|p| {
+                    p.extension()
+                        .is_some_and(|x| x.eq_ignore_ascii_case("gguf"))
+                })
                 .collect();
             if found.is_empty() {
                 bail!("{m}: no .gguf files in this directory");
@@ -104,9 +126,12 @@ pub fn resolve_models(models: &[String]) -> Result<Vec<PathBuf>> {
 /// An unreadable or invalid GGUF, named with its path.
 pub fn load_profile(path: &Path) -> Result<ModelProfile> {
     let header = headroom_planner::gguf::read_header_from_file(path)
-        .with_context(|| format!("{}: not a usable GGUF file", path.display()))?;
+        .with_context(|| format!("{}", path.display()))?;
     if let Some(key) = header.nested_array_key() {
-        bail!("{}: metadata key '{key}' holds nested arrays, which llama.cpp cannot load", path.display());
+        bail!(
+            "{}: metadata key '{key}' holds nested arrays, which llama.cpp cannot load",
+            path.display()
+        );
     }
     profile::profile(&header).with_context(|| format!("{}: invalid model", path.display()))
 }

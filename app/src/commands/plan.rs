@@ -8,7 +8,9 @@ use anyhow::Result;
 use headroom_planner::plan::Plan;
 use headroom_planner::solve::{self, Build};
 
-use super::{EXIT_DOES_NOT_FIT, gpu_build, hardware, llama_cpp_version, load_profile, resolve_models};
+use super::{
+    EXIT_DOES_NOT_FIT, build_for, hardware, llama_cpp_version, load_profile, resolve_models,
+};
 use crate::cli::{MachineArgs, PlanArgs};
 use crate::render;
 
@@ -17,10 +19,13 @@ use crate::render;
 /// # Errors
 /// Unreadable models, bad options or hardware profile.
 pub fn run(args: &PlanArgs, machine: &MachineArgs) -> Result<ExitCode> {
-    let settings = args.ctx.settings().map_err(|e| super::UsageError(format!("{e:#}")))?;
+    let settings = args
+        .ctx
+        .settings()
+        .map_err(|e| super::UsageError(format!("{e:#}")))?;
     let hw = hardware(machine)?;
     let paths = resolve_models(&args.models)?;
-    let build = Build { gpu: gpu_build() };
+    let build: Build = build_for(machine);
     let mut plans = Vec::with_capacity(paths.len());
     let mut bpw = Vec::with_capacity(paths.len());
     let mut profiles = Vec::with_capacity(paths.len());
@@ -33,11 +38,14 @@ pub fn run(args: &PlanArgs, machine: &MachineArgs) -> Result<ExitCode> {
         profiles.push(profile);
     }
     let best = solve::choose(plans, &bpw).ok_or_else(|| anyhow::anyhow!("no model to plan"))?;
-    let idx = paths.iter().position(|p| p.display().to_string() == best.model.path).unwrap_or(0);
+    let idx = paths
+        .iter()
+        .position(|p| p.display().to_string() == best.model.path)
+        .unwrap_or(0);
     let mut out = std::io::stdout().lock();
     if args.json {
-        serde_json::to_writer_pretty(&mut out, &best)?;
-        writeln!(out)?;
+        // Serialise first: a closed pipe then surfaces as a plain io::Error.
+        writeln!(out, "{}", serde_json::to_string_pretty(&best)?)?;
     } else {
         write!(out, "{}", render::plan_text(&best, &hw))?;
         if args.curve {
@@ -49,5 +57,9 @@ pub fn run(args: &PlanArgs, machine: &MachineArgs) -> Result<ExitCode> {
 }
 
 fn exit_for(plan: &Plan) -> ExitCode {
-    if plan.verdict.fits() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_DOES_NOT_FIT) }
+    if plan.verdict.fits() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_DOES_NOT_FIT)
+    }
 }

@@ -66,9 +66,16 @@ pub fn plan_text(p: &Plan, hw: &HardwareSnapshot) -> String {
         p.settings.cache_type_k,
         p.settings.cache_type_v,
         if p.settings.flash_attn { "on" } else { "off" },
-        if p.model.n_ctx_train > 0 { format!(", trained for {}", p.model.n_ctx_train) } else { String::new() }
+        if p.model.n_ctx_train > 0 {
+            format!(", trained for {}", p.model.n_ctx_train)
+        } else {
+            String::new()
+        }
     );
-    let mut speed = format!("speed     est. {:.1} tok/s decode, {:.0} tok/s prompt", p.est_decode_tokens_per_s, p.est_prompt_tokens_per_s);
+    let mut speed = format!(
+        "speed     est. {:.1} tok/s decode, {:.0} tok/s prompt",
+        p.est_decode_tokens_per_s, p.est_prompt_tokens_per_s
+    );
     if let Some(full) = p.est_full_gpu_decode_tokens_per_s {
         let _ = write!(speed, " ({full:.1} tok/s fully on GPU)");
     }
@@ -76,7 +83,9 @@ pub fn plan_text(p: &Plan, hw: &HardwareSnapshot) -> String {
 
     let mut t = Table::new();
     t.load_preset(UTF8_BORDERS_ONLY);
-    t.set_header(vec!["device", "layers", "weights", "KV", "compute", "overhead", "margin", "total", "budget"]);
+    t.set_header(vec![
+        "device", "layers", "weights", "KV", "compute", "overhead", "margin", "total", "budget",
+    ]);
     for d in &p.devices {
         t.add_row(vec![
             d.name.clone(),
@@ -105,7 +114,10 @@ pub fn plan_text(p: &Plan, hw: &HardwareSnapshot) -> String {
         mib(p.ram.budget_bytes),
         mib(p.ram.allocated_bytes)
     );
-    let _ = writeln!(s, "          (CPU compute is what llama.cpp allocates; most of it, the logits of a full batch, is never touched)");
+    let _ = writeln!(
+        s,
+        "          (CPU compute is what llama.cpp allocates; most of it, the logits of a full batch, is never touched)"
+    );
     for w in &p.warnings {
         let _ = writeln!(s, "warning   {}", w.message);
     }
@@ -139,7 +151,10 @@ fn machine_line(hw: &HardwareSnapshot) -> String {
 pub fn shell_join(args: &[String]) -> String {
     args.iter()
         .map(|a| {
-            if !a.is_empty() && a.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=,:+".contains(c)) {
+            if !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=,:+".contains(c))
+            {
                 a.clone()
             } else {
                 format!("'{}'", a.replace('\'', r"'\''"))
@@ -155,7 +170,12 @@ mod tests {
 
     #[test]
     fn shell_join_quotes_what_needs_it() {
-        let args = vec!["-m".to_string(), "/tmp/my model's.gguf".to_string(), "-c".to_string(), "4096".to_string()];
+        let args = vec![
+            "-m".to_string(),
+            "/tmp/my model's.gguf".to_string(),
+            "-c".to_string(),
+            "4096".to_string(),
+        ];
         assert_eq!(shell_join(&args), r"-m '/tmp/my model'\''s.gguf' -c 4096");
     }
 }

@@ -19,7 +19,9 @@ pub fn bin() -> &'static str {
 
 /// A hardware profile from the planner's fixtures.
 pub fn hw_fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../planner/tests/fixtures/hw").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../planner/tests/fixtures/hw")
+        .join(name)
 }
 
 /// What a finished run of the binary left behind.
@@ -48,7 +50,9 @@ where
 pub fn output_of(mut cmd: Command) -> Output {
     // Logging stays at its default: tests must see exactly what a user sees.
     cmd.env_remove("RUST_LOG");
-    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
     Output {
         code: out.status.code(),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -63,45 +67,96 @@ where
     S: AsRef<OsStr>,
 {
     let args: Vec<S> = args.into_iter().collect();
-    let shown: Vec<String> = args.iter().map(|a| a.as_ref().to_string_lossy().into_owned()).collect();
+    let shown: Vec<String> = args
+        .iter()
+        .map(|a| a.as_ref().to_string_lossy().into_owned())
+        .collect();
     let out = run(args);
-    assert_eq!(out.code, Some(code), "headroom {shown:?}: wrong exit code; stderr: {}", out.stderr);
-    serde_json::from_str(&out.stdout)
-        .unwrap_or_else(|e| panic!("headroom {shown:?}: stdout is not JSON ({e}):\n{}", out.stdout))
+    assert_eq!(
+        out.code,
+        Some(code),
+        "headroom {shown:?}: wrong exit code; stderr: {}",
+        out.stderr
+    );
+    serde_json::from_str(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "headroom {shown:?}: stdout is not JSON ({e}):\n{}",
+            out.stdout
+        )
+    })
 }
 
 /// The unsigned integer at a JSON pointer (`/ram/budget_bytes`).
 pub fn u64_at(v: &Value, ptr: &str) -> u64 {
-    v.pointer(ptr).and_then(Value::as_u64).unwrap_or_else(|| panic!("{ptr} is not an unsigned integer in {v:#}"))
+    v.pointer(ptr)
+        .and_then(Value::as_u64)
+        .unwrap_or_else(|| panic!("{ptr} is not an unsigned integer in {v:#}"))
 }
 
 /// The number at a JSON pointer.
 pub fn f64_at(v: &Value, ptr: &str) -> f64 {
-    v.pointer(ptr).and_then(Value::as_f64).unwrap_or_else(|| panic!("{ptr} is not a number in {v:#}"))
+    v.pointer(ptr)
+        .and_then(Value::as_f64)
+        .unwrap_or_else(|| panic!("{ptr} is not a number in {v:#}"))
 }
 
 /// The string at a JSON pointer.
 pub fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
-    v.pointer(ptr).and_then(Value::as_str).unwrap_or_else(|| panic!("{ptr} is not a string in {v:#}"))
+    v.pointer(ptr)
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("{ptr} is not a string in {v:#}"))
 }
 
 /// The array at a JSON pointer.
 pub fn arr_at<'a>(v: &'a Value, ptr: &str) -> &'a [Value] {
-    v.pointer(ptr).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_else(|| panic!("{ptr} is not an array in {v:#}"))
+    v.pointer(ptr)
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_else(|| panic!("{ptr} is not an array in {v:#}"))
 }
 
 /// The failure contract: exit `code`, nothing on stdout, and stderr exactly
 /// one line `headroom: error: …` (plus its newline) that contains every one
 /// of `needles` (case-insensitive), with no panic anywhere.
 pub fn assert_one_line_error(out: &Output, code: i32, needles: &[&str], what: &str) {
-    assert_eq!(out.code, Some(code), "{what}: exit code; stderr: {:?}", out.stderr);
-    assert!(!out.stderr.contains("panicked") && !out.stdout.contains("panicked"), "{what}: panicked: {}", out.stderr);
-    assert!(out.stdout.is_empty(), "{what}: printed to stdout: {:?}", out.stdout);
-    assert!(out.stderr.starts_with("headroom: error: "), "{what}: stderr does not start with 'headroom: error: ': {:?}", out.stderr);
-    assert!(out.stderr.ends_with('\n'), "{what}: stderr does not end with a newline: {:?}", out.stderr);
-    assert_eq!(out.stderr.matches('\n').count(), 1, "{what}: stderr is not one line: {:?}", out.stderr);
+    assert_eq!(
+        out.code,
+        Some(code),
+        "{what}: exit code; stderr: {:?}",
+        out.stderr
+    );
+    assert!(
+        !out.stderr.contains("panicked") && !out.stdout.contains("panicked"),
+        "{what}: panicked: {}",
+        out.stderr
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "{what}: printed to stdout: {:?}",
+        out.stdout
+    );
+    assert!(
+        out.stderr.starts_with("headroom: error: "),
+        "{what}: stderr does not start with 'headroom: error: ': {:?}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.ends_with('\n'),
+        "{what}: stderr does not end with a newline: {:?}",
+        out.stderr
+    );
+    assert_eq!(
+        out.stderr.matches('\n').count(),
+        1,
+        "{what}: stderr is not one line: {:?}",
+        out.stderr
+    );
     let lower = out.stderr.to_lowercase();
     for n in needles {
-        assert!(lower.contains(&n.to_lowercase()), "{what}: stderr does not mention {n:?}: {:?}", out.stderr);
+        assert!(
+            lower.contains(&n.to_lowercase()),
+            "{what}: stderr does not mention {n:?}: {:?}",
+            out.stderr
+        );
     }
 }
