@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use headroom::llama::{self, AccountingParams};
 use headroom_planner::hw::{self, HardwareSnapshot, Overrides, ProbeOptions};
-use headroom_planner::plan::{FlashAttn, Settings};
+use headroom_planner::plan::Settings;
 use headroom_planner::solve::{self, Build};
 use headroom_planner::synth::{self, Mix, Shape};
 
@@ -203,19 +203,8 @@ fn plan_once(path: &Path, s: &Settings, machine: &HardwareSnapshot) -> Result<()
 
 /// llama.cpp's accounting for the same file and settings, all on the CPU.
 fn llama_params(path: &Path, s: &Settings) -> AccountingParams {
-    let mut p = AccountingParams::for_model(path);
-    p.n_ctx = s.n_ctx.unwrap_or(N_CTX);
-    p.n_batch = s.n_batch;
-    p.n_ubatch = s.n_ubatch;
-    p.n_seq_max = s.n_parallel;
-    p.n_gpu_layers = 0;
-    p.use_extra_bufts = s.repack;
-    p.flash_attn = match s.flash_attn {
-        FlashAttn::Auto => llama::FlashAttn::Auto,
-        FlashAttn::On => llama::FlashAttn::On,
-        FlashAttn::Off => llama::FlashAttn::Off,
-    };
-    p
+    AccountingParams::from_settings(path, s, s.n_ctx.unwrap_or(N_CTX), 0)
+        .expect("f16 caches are valid")
 }
 
 fn account_once(p: &AccountingParams) -> Result<()> {

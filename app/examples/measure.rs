@@ -81,14 +81,12 @@ fn main() -> Result<()> {
     let prompt_s = t1.elapsed().as_secs_f64();
 
     let mut sampler = LlamaSampler::greedy();
-    let mut pos = tokens.len() as i32;
     let t2 = Instant::now();
     let mut generated = 0usize;
-    for _ in 0..n_gen {
+    for pos in (tokens.len()..).take(n_gen) {
         let tok = sampler.sample(&ctx, batch.n_tokens() - 1);
         batch.clear();
-        batch.add(tok, pos, &[0], true)?;
-        pos += 1;
+        batch.add(tok, i32::try_from(pos)?, &[0], true)?;
         ctx.decode(&mut batch)?;
         generated += 1;
     }

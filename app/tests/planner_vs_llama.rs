@@ -45,18 +45,8 @@ fn settings(n_ctx: u32, fa: FlashAttn) -> Settings {
 }
 
 fn llama_params(path: &Path, s: &Settings) -> AccountingParams {
-    let mut p = AccountingParams::for_model(path);
-    p.n_ctx = s.n_ctx.unwrap_or(4096);
-    p.n_batch = s.n_batch;
-    p.n_ubatch = s.n_ubatch;
-    p.n_seq_max = s.n_parallel;
-    p.n_gpu_layers = 0;
-    p.flash_attn = match s.flash_attn {
-        FlashAttn::Auto => llama::FlashAttn::Auto,
-        FlashAttn::On => llama::FlashAttn::On,
-        FlashAttn::Off => llama::FlashAttn::Off,
-    };
-    p
+    AccountingParams::from_settings(path, s, s.n_ctx.unwrap_or(4096), 0)
+        .expect("f16 caches are valid")
 }
 
 #[derive(Default, Debug, Clone, Copy)]

@@ -201,28 +201,18 @@ impl RepackRules {
                 (GgmlType::IQ4_NL, 8),
                 (GgmlType::MXFP4, 8),
             ];
-        } else if arch == "aarch64" && has("neon") {
-            if has("i8mm") {
-                types = vec![
-                    (GgmlType::Q4_0, 4),
-                    (GgmlType::Q4_K, 8),
-                    (GgmlType::Q5_K, 8),
-                    (GgmlType::Q6_K, 8),
-                    (GgmlType::Q8_0, 4),
-                    (GgmlType::IQ4_NL, 4),
-                    (GgmlType::MXFP4, 4),
-                ];
-            } else if has("dotprod") {
-                types = vec![
-                    (GgmlType::Q4_0, 4),
-                    (GgmlType::Q4_K, 8),
-                    (GgmlType::Q5_K, 8),
-                    (GgmlType::Q6_K, 8),
-                    (GgmlType::Q8_0, 4),
-                    (GgmlType::IQ4_NL, 4),
-                    (GgmlType::MXFP4, 4),
-                ];
-            }
+        } else if arch == "aarch64" && has("neon") && (has("i8mm") || has("dotprod")) {
+            // NEON with i8mm or dot-product kernels (4x8/8x8 or 4x4/8x4 layouts): the
+            // same types and row multiples either way.
+            types = vec![
+                (GgmlType::Q4_0, 4),
+                (GgmlType::Q4_K, 8),
+                (GgmlType::Q5_K, 8),
+                (GgmlType::Q6_K, 8),
+                (GgmlType::Q8_0, 4),
+                (GgmlType::IQ4_NL, 4),
+                (GgmlType::MXFP4, 4),
+            ];
         }
         Self { types }
     }
@@ -537,12 +527,12 @@ pub fn estimate(
     }
     if p.output.is_none() && out_dev.is_some() {
         // A tied output on the GPU: llama.cpp loads a GPU copy of the embedding for the logits.
-        if let Some(t) = &p.token_embd {
-            if let Some(g) = out_dev {
-                gpu_weights[g] += cuda_alloc_bytes(t);
-                gpu_active[g] += t.bytes;
-                cpu_active -= t.bytes.min(cpu_active);
-            }
+        if let Some(t) = &p.token_embd
+            && let Some(g) = out_dev
+        {
+            gpu_weights[g] += cuda_alloc_bytes(t);
+            gpu_active[g] += t.bytes;
+            cpu_active -= t.bytes.min(cpu_active);
         }
     }
 

@@ -480,13 +480,13 @@ pub fn profile(h: &Header) -> Result<ModelProfile, ProfileError> {
         (None, Some(rows)) => rows,
         (None, None) => return Err(ProfileError::MissingKey("tokenizer.ggml.tokens".into())),
     };
-    if let Some(t) = &token_embd {
-        if t.dims.first().copied() != Some(u64::from(n_embd)) {
-            return Err(ProfileError::Inconsistent(format!(
-                "token_embd.weight is {:?} but embedding_length is {n_embd}",
-                t.dims
-            )));
-        }
+    if let Some(t) = &token_embd
+        && t.dims.first().copied() != Some(u64::from(n_embd))
+    {
+        return Err(ProfileError::Inconsistent(format!(
+            "token_embd.weight is {:?} but embedding_length is {n_embd}",
+            t.dims
+        )));
     }
 
     let swa = sliding_window(h, a, n_layer)?;

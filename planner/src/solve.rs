@@ -281,20 +281,21 @@ pub fn plan(
     };
 
     let mut warnings = Vec::new();
-    if let Some(full) = full_gpu {
-        if verdict == Verdict::FitsWithOffload && decode < full * (1.0 - OFFLOAD_WARN_SHARE) {
-            let in_ram = if n_cpu_moe > 0 {
-                format!("experts of {n_cpu_moe} of {} layers in RAM", p.n_layer)
-            } else {
-                format!("{} of {} layers in RAM", p.n_layer - gpu_layers, p.n_layer)
-            };
-            warnings.push(Warning {
-                code: "offload_slow".into(),
-                message: format!(
-                    "offload: {in_ram}, est. {decode:.0} tok/s ({full:.0} tok/s fully on GPU)"
-                ),
-            });
-        }
+    if let Some(full) = full_gpu
+        && verdict == Verdict::FitsWithOffload
+        && decode < full * (1.0 - OFFLOAD_WARN_SHARE)
+    {
+        let in_ram = if n_cpu_moe > 0 {
+            format!("experts of {n_cpu_moe} of {} layers in RAM", p.n_layer)
+        } else {
+            format!("{} of {} layers in RAM", p.n_layer - gpu_layers, p.n_layer)
+        };
+        warnings.push(Warning {
+            code: "offload_slow".into(),
+            message: format!(
+                "offload: {in_ram}, est. {decode:.0} tok/s ({full:.0} tok/s fully on GPU)"
+            ),
+        });
     }
     if !m.gpu_usable && !hw.gpus.is_empty() {
         warnings.push(Warning {
@@ -315,10 +316,12 @@ pub fn plan(
             ),
         });
     }
-    if ok && s.n_ctx.is_none() && ctx < *steps.last().unwrap_or(&ctx) {
-        if let Some(hint) = kv_quant_hint(p, s, ngl, n_cpu_moe, &steps, &m) {
-            warnings.push(hint);
-        }
+    if ok
+        && s.n_ctx.is_none()
+        && ctx < *steps.last().unwrap_or(&ctx)
+        && let Some(hint) = kv_quant_hint(p, s, ngl, n_cpu_moe, &steps, &m)
+    {
+        warnings.push(hint);
     }
     if !ok {
         warnings.push(Warning {
@@ -445,14 +448,14 @@ fn why_not(e: &Estimate, m: &Machine) -> String {
             );
         }
     }
-    if let Some(lim) = m.spec.alloc_limit_bytes {
-        if e.allocated_bytes > lim {
-            return format!(
-                "the process would allocate {} but its limit (RLIMIT_AS/RLIMIT_DATA) is {}",
-                crate::hw::format_size(e.allocated_bytes),
-                crate::hw::format_size(lim)
-            );
-        }
+    if let Some(lim) = m.spec.alloc_limit_bytes
+        && e.allocated_bytes > lim
+    {
+        return format!(
+            "the process would allocate {} but its limit (RLIMIT_AS/RLIMIT_DATA) is {}",
+            crate::hw::format_size(e.allocated_bytes),
+            crate::hw::format_size(lim)
+        );
     }
     let need = e.anonymous_bytes + e.devices[0].margin_bytes;
     format!(

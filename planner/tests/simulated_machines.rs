@@ -279,7 +279,8 @@ fn more_memory_never_gives_a_worse_plan() {
     let vrams = [0u64, 4, 6, 8, 12, 16, 24, 48];
     let rams = [4u64, 8, 16, 32];
     // grid[v][r] = (plans per file, chosen (bpw, tok/s) if it fits)
-    let mut grid: Vec<Vec<(Vec<Plan>, Option<(f64, f64)>)>> = Vec::new();
+    type Cell = (Vec<Plan>, Option<(f64, f64)>);
+    let mut grid: Vec<Vec<Cell>> = Vec::new();
     for &vram in &vrams {
         let mut row = Vec::new();
         for &ram in &rams {

@@ -161,6 +161,37 @@ impl Default for AccountingParams {
 }
 
 impl AccountingParams {
+    /// The parameters that reproduce the planner's settings at a context size
+    /// (what `headroom plan` assumes llama.cpp will be given).
+    ///
+    /// # Errors
+    /// A cache type llama.cpp cannot use.
+    pub fn from_settings(
+        path: &std::path::Path,
+        s: &headroom_planner::plan::Settings,
+        n_ctx: u32,
+        n_gpu_layers: i32,
+    ) -> anyhow::Result<Self> {
+        use headroom_planner::plan::FlashAttn as F;
+        Ok(AccountingParams {
+            n_ctx,
+            n_batch: s.n_batch,
+            n_ubatch: s.n_ubatch,
+            n_seq_max: s.n_parallel,
+            type_k: kv_type(s.cache_type_k)?,
+            type_v: kv_type(s.cache_type_v)?,
+            flash_attn: match s.flash_attn {
+                F::Auto => FlashAttn::Auto,
+                F::On => FlashAttn::On,
+                F::Off => FlashAttn::Off,
+            },
+            swa_full: s.swa_full,
+            use_extra_bufts: s.repack,
+            n_gpu_layers,
+            ..AccountingParams::for_model(path)
+        })
+    }
+
     /// Defaults for the model at `path`.
     pub fn for_model(path: impl Into<PathBuf>) -> Self {
         AccountingParams {
@@ -168,4 +199,21 @@ impl AccountingParams {
             ..AccountingParams::default()
         }
     }
+}
+
+/// llama.cpp's name for a planner cache type.
+fn kv_type(ty: headroom_planner::gguf::GgmlType) -> anyhow::Result<KvCacheType> {
+    use headroom_planner::gguf::GgmlType as G;
+    Ok(match ty {
+        G::F32 => KvCacheType::F32,
+        G::F16 => KvCacheType::F16,
+        G::BF16 => KvCacheType::BF16,
+        G::Q8_0 => KvCacheType::Q8_0,
+        G::Q4_0 => KvCacheType::Q4_0,
+        G::Q4_1 => KvCacheType::Q4_1,
+        G::IQ4_NL => KvCacheType::IQ4_NL,
+        G::Q5_0 => KvCacheType::Q5_0,
+        G::Q5_1 => KvCacheType::Q5_1,
+        other => anyhow::bail!("{other} cannot be a KV cache type"),
+    })
 }

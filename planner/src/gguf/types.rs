@@ -150,7 +150,7 @@ impl GgmlType {
     /// Bytes of one contiguous row of `ne0` elements (ggml `ggml_row_size`);
     /// `None` if `ne0` is not a whole number of blocks or the size overflows.
     pub fn row_bytes(self, ne0: u64) -> Option<u64> {
-        if ne0 % self.block_size() != 0 {
+        if !ne0.is_multiple_of(self.block_size()) {
             return None;
         }
         // Dividing first is exact (ne0 is a multiple) and cannot overflow
