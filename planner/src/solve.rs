@@ -164,9 +164,15 @@ fn max_layers(p: &ModelProfile, s: &Settings, ctx: u32, m: &Machine) -> Option<u
 fn decode_speed(p: &ModelProfile, e: &Estimate, m: &Machine) -> (f64, f64) {
     let mut devs = vec![m.cpu];
     devs.extend(m.gpus.iter().copied());
-    // Bytes per token: active weights plus reading a quarter-full KV cache, a
-    // typical conversation.
-    let kv_share: Vec<u64> = e.devices.iter().map(|d| d.kv_bytes / 4).collect();
+    // Bytes per token: active weights plus the KV cache of a conversation's first
+    // 1024 tokens (decode speed as llama-bench's tg measures it, near the start;
+    // it falls as the context fills).
+    let filled = (1024.0 / f64::from(e.ctx.n_ctx.max(1))).min(1.0);
+    let kv_share: Vec<u64> = e
+        .devices
+        .iter()
+        .map(|d| (d.kv_bytes as f64 * filled) as u64)
+        .collect();
     let bytes: Vec<u64> = e
         .active_bytes
         .iter()
