@@ -440,14 +440,14 @@ fn expert_ff(p: &ModelProfile) -> Option<u64> {
         .and_then(|t| t.dims.get(1).copied())
 }
 
-/// Bytes a CUDA buffer allocates for a tensor: quantized rows are padded to a
-/// multiple of 512 elements (`ggml_backend_cuda_buffer_type_get_alloc_size`).
+/// Bytes a CUDA buffer allocates for a tensor: a quantized tensor whose rows are
+/// not a multiple of 512 elements gets one row's worth of padding at its end, so
+/// kernels may read past the last row (`ggml_backend_cuda_buffer_type_get_alloc_size`).
 fn cuda_alloc_bytes(t: &Tensor) -> u64 {
     let ne0 = t.dims.first().copied().unwrap_or(0);
     let mut bytes = t.bytes;
     if t.ty.is_quantized() && ne0 % 512 != 0 {
-        let rows: u64 = t.dims.iter().skip(1).product();
-        bytes += row_bytes(t.ty, 512 - ne0 % 512) * rows.max(1) / rows.max(1);
+        bytes += row_bytes(t.ty, 512 - ne0 % 512);
     }
     pad(bytes, 128)
 }

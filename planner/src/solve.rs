@@ -337,7 +337,6 @@ pub fn plan(
     }
 
     let devices = est.devices.clone();
-    let margin = devices[0].margin_bytes;
     let resolved = Resolved {
         n_batch: est.ctx.n_batch,
         n_ubatch: est.ctx.n_ubatch,
@@ -380,10 +379,7 @@ pub fn plan(
         est_decode_tokens_per_s: round2(decode),
         est_prompt_tokens_per_s: round2(prompt),
         est_full_gpu_decode_tokens_per_s: full_gpu.map(round2),
-        warnings: {
-            let _ = margin;
-            warnings
-        },
+        warnings,
         llama_args,
         alternatives: Vec::new(),
     }
