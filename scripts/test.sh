@@ -11,7 +11,8 @@ export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
 
 cargo build --release --workspace --all-targets
 # Fetch (or verify) the real test model before the tests that need it.
-./target/release/headroom demo-model >/dev/null
+HEADROOM_TEST_MODEL="$(./target/release/headroom demo-model)"
+export HEADROOM_TEST_MODEL
 # Planning speed against llama.cpp's own accounting (prints the ratios; fails under 20x).
 cargo bench -p headroom --bench plan_speed
 cargo test --release --workspace --no-fail-fast
