@@ -1,31 +1,19 @@
 //! `headroom plan --curve`: the drawing's fixed parts, and that the context
 //! where it says the model stops fitting agrees with `plan -c N` there.
 
-use crate::common::{GIB, json, run, u64_at};
+use crate::common::{GIB, run, u64_at};
 
 /// RAM the demo model needs at context `c` with a RAM budget of `ram` bytes
 /// (which must hold it): what the planner counts against RAM, resident
 /// anonymous memory plus the margin (which itself depends on the budget).
 fn need(c: u32, ram: u64) -> u64 {
-    let p = json(
-        [
-            "plan",
-            "demo",
-            "--ram",
-            &ram.to_string(),
-            "--vram",
-            "0",
-            "-c",
-            &c.to_string(),
-            "--json",
-        ],
-        0,
-    );
+    let (p, code) = plan_at(c, ram);
+    assert_eq!(code, Some(0), "-c {c} with {ram} bytes of RAM");
     u64_at(&p, "/ram/anonymous_bytes") + u64_at(&p, "/devices/0/margin_bytes")
 }
 
-/// The verdict of `plan -c N` under a RAM budget, and its exit code.
-fn verdict_at(c: u32, ram: u64) -> (String, Option<i32>) {
+/// `plan demo -c N --json` under a RAM budget: the plan and the exit code.
+fn plan_at(c: u32, ram: u64) -> (serde_json::Value, Option<i32>) {
     let out = run([
         "plan",
         "demo",
@@ -39,10 +27,13 @@ fn verdict_at(c: u32, ram: u64) -> (String, Option<i32>) {
     ]);
     let p: serde_json::Value = serde_json::from_str(&out.stdout)
         .unwrap_or_else(|e| panic!("-c {c}: not JSON ({e}); stderr {}", out.stderr));
-    (
-        p["verdict"].as_str().unwrap_or_default().to_string(),
-        out.code,
-    )
+    (p, out.code)
+}
+
+/// The verdict of `plan -c N` under a RAM budget, and its exit code.
+fn verdict_at(c: u32, ram: u64) -> (String, Option<i32>) {
+    let (p, code) = plan_at(c, ram);
+    (p["verdict"].as_str().unwrap_or_default().to_string(), code)
 }
 
 #[test]
