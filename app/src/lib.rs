@@ -7,5 +7,6 @@
 pub mod cli;
 pub mod commands;
 pub mod demo;
+pub mod hub;
 pub mod llama;
 pub mod render;
