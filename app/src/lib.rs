@@ -10,3 +10,4 @@ pub mod demo;
 pub mod hub;
 pub mod llama;
 pub mod render;
+pub mod template;

@@ -1,0 +1,516 @@
+//! Chat formatting: turning a conversation into the prompt text a model was
+//! trained on.
+//!
+//! Three sources, in the order [`ChatFormat::resolve`] tries them:
+//!
+//! 1. What the user named with `--chat-template`: one of llama.cpp's built-in
+//!    formats, one of our `assets/templates/*.jinja`, or a Jinja file.
+//! 2. The model's own template (GGUF `tokenizer.chat_template`): llama.cpp's
+//!    `llama_chat_apply_template` when it recognises the family (it matches
+//!    markers in the text, it does not run Jinja), else the Jinja itself through
+//!    minijinja, set up like Hugging Face's `apply_chat_template`.
+//! 3. A fallback by architecture from `assets/templates/`, for files that
+//!    carry no template (the demo model, Gemma 3 270M, is one).
+//!
+//! The rendered text never starts with the BOS token: llama.cpp's built-in
+//! formats never write it, and a leading `bos_token` written by a Jinja
+//! template is removed, because tokenizing with llama.cpp's `add_special`
+//! adds BOS exactly when the model wants it (llama.cpp's own chat code does
+//! the same).
+//!
+//! `llama` wraps llama.cpp's formatter, `jinja` the minijinja set-up.
+
+mod jinja;
+mod llama;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, anyhow, bail};
+use minijinja::{Environment, Value, context};
+use serde::Serialize;
+
+/// One turn of a conversation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Message {
+    /// `system`, `user` or `assistant`.
+    pub role: String,
+    /// The text of the turn.
+    pub content: String,
+}
+
+impl Message {
+    /// A message with any role.
+    pub fn new(role: impl Into<String>, content: impl Into<String>) -> Message {
+        Message {
+            role: role.into(),
+            content: content.into(),
+        }
+    }
+
+    /// A `system` message.
+    pub fn system(content: impl Into<String>) -> Message {
+        Message::new("system", content)
+    }
+
+    /// A `user` message.
+    pub fn user(content: impl Into<String>) -> Message {
+        Message::new("user", content)
+    }
+
+    /// An `assistant` message.
+    pub fn assistant(content: impl Into<String>) -> Message {
+        Message::new("assistant", content)
+    }
+}
+
+/// What `--chat-template` asked for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum TemplateChoice {
+    /// The model's own template, else a fallback by architecture.
+    #[default]
+    Auto,
+    /// A llama.cpp built-in name (`chatml`, `llama3`, …) or an asset name;
+    /// where both have a name, llama.cpp's is used (they write the same text).
+    Name(String),
+    /// A Jinja file.
+    File(PathBuf),
+}
+
+impl TemplateChoice {
+    /// Reads the `--chat-template` argument: nothing, `""` or `auto` is
+    /// [`Auto`](TemplateChoice::Auto); a path that exists or ends in `.jinja`
+    /// or `.j2` is a [`File`](TemplateChoice::File); anything else a
+    /// [`Name`](TemplateChoice::Name).
+    pub fn parse(arg: Option<&str>) -> TemplateChoice {
+        match arg.map(str::trim) {
+            None | Some("" | "auto") => TemplateChoice::Auto,
+            Some(s) => {
+                let path = Path::new(s);
+                if path.is_file() || s.ends_with(".jinja") || s.ends_with(".j2") {
+                    TemplateChoice::File(path.to_path_buf())
+                } else {
+                    TemplateChoice::Name(s.to_string())
+                }
+            }
+        }
+    }
+}
+
+/// One embedded asset: its name and `assets/templates/<name>.jinja`.
+macro_rules! asset {
+    ($name:literal) => {
+        (
+            $name,
+            include_str!(concat!("../../../assets/templates/", $name, ".jinja")),
+        )
+    };
+}
+
+/// Fallback templates, embedded so the binary needs no data files.
+const ASSETS: &[(&str, &str)] = &[
+    asset!("chatml"),
+    asset!("gemma"),
+    asset!("llama3"),
+    asset!("mistral"),
+    asset!("phi3"),
+];
+
+/// The asset for an architecture (`general.architecture`) whose GGUF has no
+/// template, and whether it is a real match rather than a guess.
+fn fallback_for(arch: &str) -> (&'static str, bool) {
+    match arch {
+        "gemma" | "gemma2" | "gemma3" | "gemma3n" => ("gemma", true),
+        "llama" => ("llama3", true),
+        "phi3" | "phimoe" => ("phi3", true),
+        a if a.starts_with("qwen") => ("chatml", true),
+        a if a.starts_with("mistral") => ("mistral", true),
+        _ => ("chatml", false),
+    }
+}
+
+fn asset(name: &str) -> Option<&'static str> {
+    ASSETS.iter().find(|(n, _)| *n == name).map(|(_, src)| *src)
+}
+
+/// Text that ends a turn in common formats; the ones a format really uses
+/// become its [`ChatFormat::stop_strings`].
+const END_MARKERS: &[&str] = &[
+    "<|im_end|>",
+    "<end_of_turn>",
+    "<|eot_id|>",
+    "<|end|>",
+    "<|endoftext|>",
+    "<|END_OF_TURN_TOKEN|>",
+    "[|endofturn|]",
+    "<|end_of_text|>",
+    "<|return|>",
+    "</s>",
+];
+
+/// How a format turns messages into text.
+#[derive(Clone)]
+enum Engine {
+    /// `llama_chat_apply_template` with a built-in name or a template text it
+    /// recognises.
+    Llama(String),
+    /// A Jinja environment holding the one template `name` (named after
+    /// where it came from, so minijinja's errors say so).
+    Jinja {
+        env: Box<Environment<'static>>,
+        name: String,
+    },
+}
+
+/// A resolved chat format: renders conversations and knows its turn ends.
+#[derive(Clone)]
+pub struct ChatFormat {
+    engine: Engine,
+    origin: String,
+    bos: String,
+    eos: String,
+    /// The template drops or refuses system messages: fold them into the
+    /// first user turn before rendering.
+    fold_system: bool,
+    stops: Vec<String>,
+}
+
+impl fmt::Debug for ChatFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ChatFormat")
+            .field("describe", &self.describe())
+            .field("stop_strings", &self.stops)
+            .finish()
+    }
+}
+
+impl ChatFormat {
+    /// Chooses the format for a model.
+    ///
+    /// `gguf_template`: the GGUF `tokenizer.chat_template` if any; `arch`:
+    /// `general.architecture`; `bos`/`eos`: the token texts (`<bos>`, `<eos>`)
+    /// for templates that use `bos_token`/`eos_token`.
+    ///
+    /// # Errors
+    /// An unknown name (the message lists the known ones), an unreadable or
+    /// invalid Jinja file, or a named template that cannot render even a
+    /// single user message.
+    pub fn resolve(
+        choice: &TemplateChoice,
+        gguf_template: Option<&str>,
+        arch: &str,
+        bos: &str,
+        eos: &str,
+    ) -> Result<ChatFormat> {
+        let make = |engine, origin: String| ChatFormat::new(engine, origin, bos, eos);
+        match choice {
+            TemplateChoice::Name(name) => {
+                if llama::builtin_names().iter().any(|n| n == name) {
+                    make(
+                        Engine::Llama(name.clone()),
+                        format!("llama.cpp built-in '{name}'"),
+                    )
+                } else if let Some(src) = asset(name) {
+                    let path = format!("assets/templates/{name}.jinja");
+                    make(jinja(&path, src)?, path)
+                } else {
+                    bail!(
+                        "unknown chat template {name:?}; known names: {}; or give a .jinja file",
+                        known_names().join(", ")
+                    )
+                }
+            }
+            TemplateChoice::File(path) => {
+                let src = std::fs::read_to_string(path)
+                    .with_context(|| format!("reading chat template {}", path.display()))?;
+                let shown = path.display().to_string();
+                let engine = jinja(&shown, &src)
+                    .with_context(|| format!("parsing chat template {shown}"))?;
+                make(engine, shown)
+            }
+            TemplateChoice::Auto => match gguf_template.filter(|t| !t.trim().is_empty()) {
+                Some(text) => ChatFormat::model_own(text, arch, bos, eos),
+                None => ChatFormat::fallback(arch, bos, eos, None),
+            },
+        }
+    }
+
+    /// The model's own template: llama.cpp when it recognises the family,
+    /// else minijinja, else (a template we cannot run) the fallback.
+    fn model_own(text: &str, arch: &str, bos: &str, eos: &str) -> Result<ChatFormat> {
+        if let Ok(Some(_)) = llama::apply(text, &[Message::user("hi")], true) {
+            let origin = match llama::family(text) {
+                Some(name) => format!("model's own (llama.cpp built-in '{name}')"),
+                None => "model's own (recognised by llama.cpp)".to_string(),
+            };
+            if let Ok(format) = ChatFormat::new(Engine::Llama(text.to_string()), origin, bos, eos) {
+                return Ok(format);
+            }
+        }
+        jinja("tokenizer.chat_template", text)
+            .and_then(|engine| ChatFormat::new(engine, "model's own (Jinja)".to_string(), bos, eos))
+            .or_else(|err| ChatFormat::fallback(arch, bos, eos, Some(&err)))
+    }
+
+    /// The asset for `arch`; `own_failed` says why the model's own template
+    /// was passed over, if it has one.
+    fn fallback(
+        arch: &str,
+        bos: &str,
+        eos: &str,
+        own_failed: Option<&anyhow::Error>,
+    ) -> Result<ChatFormat> {
+        let (name, matched) = fallback_for(arch);
+        let src = asset(name).with_context(|| format!("asset {name} missing"))?;
+        let path = format!("assets/templates/{name}.jinja");
+        let why = match (own_failed, matched) {
+            (Some(err), _) => format!("the model's own template cannot be used: {err:#}"),
+            (None, true) => format!("fallback for {arch}"),
+            (None, false) => {
+                format!("no template in the model and none known for {arch:?}: a guess")
+            }
+        };
+        ChatFormat::new(jinja(&path, src)?, format!("{path} ({why})"), bos, eos)
+    }
+
+    /// Finishes a format: checks it renders, learns whether it keeps system
+    /// messages and which text ends a turn.
+    fn new(engine: Engine, origin: String, bos: &str, eos: &str) -> Result<ChatFormat> {
+        let mut format = ChatFormat {
+            engine,
+            origin,
+            bos: bos.to_string(),
+            eos: eos.to_string(),
+            fold_system: false,
+            stops: Vec::new(),
+        };
+        format
+            .render(&[Message::user("Hello")], true)
+            .context("the template cannot render a single user message")?;
+        // Some templates raise on a system message (Gemma 2's) or silently
+        // drop it; llama.cpp's chat code then folds it into the first user
+        // turn, and so do we.
+        let probe = "headroom-system-probe";
+        format.fold_system = !format
+            .render(&[Message::system(probe), Message::user("Hello")], true)
+            .is_ok_and(|text| text.contains(probe));
+        format.stops = format.find_stops();
+        Ok(format)
+    }
+
+    /// The end-of-turn text: what the template writes right after an
+    /// assistant reply, when it is a known marker or the EOS text.
+    fn find_stops(&self) -> Vec<String> {
+        let reply = "headroom-reply-probe";
+        let probe = [
+            Message::user("Hello"),
+            Message::assistant(reply),
+            Message::user("Again"),
+        ];
+        let candidates = END_MARKERS
+            .iter()
+            .copied()
+            .chain(Some(self.eos.as_str()).filter(|e| !e.is_empty()));
+        let after = self.render(&probe, false).ok().and_then(|text| {
+            text.find(reply)
+                .map(|i| text[i + reply.len()..].to_string())
+        });
+        let mut stops: Vec<String> = Vec::new();
+        match after {
+            Some(after) => {
+                let after = after.trim_start();
+                for c in candidates {
+                    if after.starts_with(c) && !stops.iter().any(|s| s == c) {
+                        stops.push(c.to_string());
+                    }
+                }
+            }
+            // A template that refuses the probe or drops the reply: the
+            // markers it mentions.
+            None => {
+                if let Engine::Jinja { env, name } = &self.engine
+                    && let Ok(tmpl) = env.get_template(name)
+                {
+                    for c in END_MARKERS {
+                        if tmpl.source().contains(c) {
+                            stops.push((*c).to_string());
+                        }
+                    }
+                }
+            }
+        }
+        stops
+    }
+
+    /// The prompt text for `messages`; with `add_generation_prompt` it ends
+    /// where the assistant's reply begins.
+    ///
+    /// # Errors
+    /// The template raised (its message is quoted), or text holds a NUL byte
+    /// (llama.cpp formats only).
+    pub fn render(&self, messages: &[Message], add_generation_prompt: bool) -> Result<String> {
+        self.render_raw(messages, add_generation_prompt)
+            .with_context(|| format!("formatting the chat with {}", self.origin))
+    }
+
+    fn render_raw(&self, messages: &[Message], add_generation_prompt: bool) -> Result<String> {
+        let folded;
+        let messages = if self.fold_system {
+            folded = fold_system(messages);
+            &folded[..]
+        } else {
+            messages
+        };
+        match &self.engine {
+            Engine::Llama(tmpl) => llama::apply(tmpl, messages, add_generation_prompt)?
+                .ok_or_else(|| anyhow!("llama.cpp does not recognise the chat template")),
+            Engine::Jinja { env, name } => {
+                let tmpl = env.get_template(name).map_err(jinja::error)?;
+                let text = tmpl
+                    .render(context! {
+                        messages => messages,
+                        add_generation_prompt => add_generation_prompt,
+                        bos_token => &self.bos,
+                        eos_token => &self.eos,
+                        tools => Value::from(()),
+                        documents => Value::from(()),
+                    })
+                    .map_err(jinja::error)?;
+                Ok(match text.strip_prefix(self.bos.as_str()) {
+                    Some(rest) if !self.bos.is_empty() => rest.to_string(),
+                    _ => text,
+                })
+            }
+        }
+    }
+
+    /// Where the format came from, for the user: `model's own (llama.cpp
+    /// built-in 'chatml')`, `assets/templates/gemma.jinja (fallback for gemma3)`.
+    pub fn describe(&self) -> String {
+        if self.fold_system {
+            format!("{}; system text goes into the first user turn", self.origin)
+        } else {
+            self.origin.clone()
+        }
+    }
+
+    /// The text that ends an assistant turn (`<end_of_turn>`, `<|im_end|>`,
+    /// `<|eot_id|>`, or the EOS text), for stopping generation when the model
+    /// writes it as plain text. May be empty.
+    pub fn stop_strings(&self) -> Vec<String> {
+        self.stops.clone()
+    }
+}
+
+/// Moves system messages into the front of the first user message.
+fn fold_system(messages: &[Message]) -> Vec<Message> {
+    let system: Vec<&str> = messages
+        .iter()
+        .filter(|m| m.role == "system")
+        .map(|m| m.content.as_str())
+        .collect();
+    let mut rest: Vec<Message> = messages
+        .iter()
+        .filter(|m| m.role != "system")
+        .cloned()
+        .collect();
+    if system.is_empty() {
+        return rest;
+    }
+    let system = system.join("\n\n");
+    match rest.iter_mut().find(|m| m.role == "user") {
+        Some(user) => user.content = format!("{system}\n\n{}", user.content),
+        None => rest.insert(0, Message::user(system)),
+    }
+    rest
+}
+
+/// Every name `--chat-template` accepts, sorted.
+pub fn known_names() -> Vec<String> {
+    let mut names = llama::builtin_names();
+    names.extend(ASSETS.iter().map(|(n, _)| (*n).to_string()));
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// A Jinja engine for `src`, named `name` in minijinja's error messages.
+fn jinja(name: &str, src: &str) -> Result<Engine> {
+    Ok(Engine::Jinja {
+        env: Box::new(jinja::environment(name, src)?),
+        name: name.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_tells_names_from_files() {
+        assert_eq!(TemplateChoice::parse(None), TemplateChoice::Auto);
+        assert_eq!(TemplateChoice::parse(Some("auto")), TemplateChoice::Auto);
+        assert_eq!(
+            TemplateChoice::parse(Some("chatml")),
+            TemplateChoice::Name("chatml".into())
+        );
+        assert_eq!(
+            TemplateChoice::parse(Some("my.jinja")),
+            TemplateChoice::File("my.jinja".into())
+        );
+        assert_eq!(
+            TemplateChoice::parse(Some("t.j2")),
+            TemplateChoice::File("t.j2".into())
+        );
+        let file = tempfile::NamedTempFile::new().expect("temp file");
+        let path = file.path().to_str().expect("utf-8 temp path");
+        assert_eq!(
+            TemplateChoice::parse(Some(path)),
+            TemplateChoice::File(path.into())
+        );
+    }
+
+    #[test]
+    fn formats_can_move_to_a_generation_thread() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<ChatFormat>();
+    }
+
+    #[test]
+    fn fallbacks_by_architecture() {
+        assert_eq!(fallback_for("gemma3"), ("gemma", true));
+        assert_eq!(fallback_for("gemma3n"), ("gemma", true));
+        assert_eq!(fallback_for("llama"), ("llama3", true));
+        assert_eq!(fallback_for("qwen3moe"), ("chatml", true));
+        assert_eq!(fallback_for("mistral3"), ("mistral", true));
+        assert_eq!(fallback_for("rwkv7"), ("chatml", false));
+        for (name, _) in ASSETS {
+            assert!(
+                jinja(name, asset(name).expect("asset")).is_ok(),
+                "{name} parses"
+            );
+        }
+    }
+
+    #[test]
+    fn fold_system_prefixes_the_first_user_turn() {
+        let folded = fold_system(&[
+            Message::system("S"),
+            Message::user("U1"),
+            Message::assistant("A"),
+            Message::user("U2"),
+        ]);
+        assert_eq!(
+            folded,
+            vec![
+                Message::user("S\n\nU1"),
+                Message::assistant("A"),
+                Message::user("U2")
+            ]
+        );
+        assert_eq!(
+            fold_system(&[Message::system("S")]),
+            vec![Message::user("S")]
+        );
+    }
+}
