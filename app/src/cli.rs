@@ -34,6 +34,8 @@ pub struct Cli {
 pub enum Command {
     /// Plan how a model loads on this machine: memory per device, verdict, speed, llama.cpp flags.
     Plan(PlanArgs),
+    /// Run one prompt (from -p, -f or standard input) and stream the answer to stdout.
+    Run(RunArgs),
     /// Show the detected hardware (RAM, cgroup and process limits, GPUs, CPU).
     Hw(HwArgs),
     /// Print llama.cpp's own memory accounting for a model (a no_alloc load: no weights are read).
@@ -225,6 +227,120 @@ pub struct PlanArgs {
     pub curve: bool,
 }
 
+/// Generation options shared by `run` and `chat` (llama.cpp's names and defaults).
+#[derive(Debug, Clone, Args)]
+pub struct GenArgs {
+    /// Temperature; 0 is greedy and deterministic.
+    #[arg(long, value_name = "T", default_value_t = 0.8)]
+    pub temp: f32,
+    /// Top-k sampling (0 = off).
+    #[arg(long = "top-k", value_name = "N", default_value_t = 40)]
+    pub top_k: i32,
+    /// Top-p (nucleus) sampling (1.0 = off).
+    #[arg(long = "top-p", value_name = "P", default_value_t = 0.95)]
+    pub top_p: f32,
+    /// Min-p sampling (0.0 = off).
+    #[arg(long = "min-p", value_name = "P", default_value_t = 0.05)]
+    pub min_p: f32,
+    /// Penalty for repeating the last --repeat-last-n tokens (1.0 = off).
+    #[arg(long = "repeat-penalty", value_name = "X", default_value_t = 1.0)]
+    pub repeat_penalty: f32,
+    /// Tokens the repeat penalty looks back over.
+    #[arg(long = "repeat-last-n", value_name = "N", default_value_t = 64)]
+    pub repeat_last_n: i32,
+    /// Random seed (default: a random one).
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u32>,
+    /// Tokens to generate at most (default: until the model ends its turn or the context is full).
+    #[arg(short = 'n', long = "n-predict", value_name = "N")]
+    pub n_predict: Option<u32>,
+    /// Keep generating past the model's end-of-generation tokens.
+    #[arg(long = "ignore-eos")]
+    pub ignore_eos: bool,
+    /// CPU threads (default: the physical cores).
+    #[arg(short = 't', long, value_name = "N")]
+    pub threads: Option<u32>,
+    /// Stop when the output contains this text (repeatable; not printed).
+    #[arg(long, value_name = "TEXT")]
+    pub stop: Vec<String>,
+    /// Chat template: a llama.cpp built-in name (chatml, llama3, gemma, …) or a Jinja file.
+    #[arg(long = "chat-template", value_name = "NAME|FILE")]
+    pub chat_template: Option<String>,
+    /// System prompt.
+    #[arg(long, value_name = "TEXT")]
+    pub system: Option<String>,
+    /// Load even when the plan says it does not fit.
+    #[arg(long)]
+    pub force: bool,
+}
+
+impl GenArgs {
+    /// Validate into generation options.
+    ///
+    /// # Errors
+    /// Out-of-range values.
+    pub fn options(&self) -> Result<crate::runner::GenOptions> {
+        if !self.temp.is_finite() || self.temp < 0.0 {
+            bail!("--temp must be 0 or more");
+        }
+        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
+            bail!("--top-p must be in (0, 1]");
+        }
+        if !(0.0..=1.0).contains(&self.min_p) {
+            bail!("--min-p must be in [0, 1]");
+        }
+        if !self.repeat_penalty.is_finite() || self.repeat_penalty <= 0.0 {
+            bail!("--repeat-penalty must be more than 0");
+        }
+        if self.top_k < 0 || self.repeat_last_n < -1 {
+            bail!("--top-k must be 0 or more, --repeat-last-n -1 or more");
+        }
+        if self.threads == Some(0) {
+            bail!("--threads must be at least 1");
+        }
+        Ok(crate::runner::GenOptions {
+            sampling: crate::runner::Sampling {
+                temp: self.temp,
+                top_k: self.top_k,
+                top_p: self.top_p,
+                min_p: self.min_p,
+                repeat_penalty: self.repeat_penalty,
+                repeat_last_n: self.repeat_last_n,
+                seed: self.seed.unwrap_or(0xFFFF_FFFF),
+            },
+            n_predict: self.n_predict,
+            ignore_eos: self.ignore_eos,
+            stop: self.stop.clone(),
+        })
+    }
+}
+
+/// `headroom run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// GGUF file; `demo` or nothing: the demo model.
+    #[arg(value_name = "MODEL")]
+    pub model: Option<String>,
+    /// The prompt.
+    #[arg(short = 'p', long, value_name = "TEXT", conflicts_with = "file")]
+    pub prompt: Option<String>,
+    /// Read the prompt from a file.
+    #[arg(short = 'f', long, value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// Send the text as it is, without the chat template.
+    #[arg(long)]
+    pub raw: bool,
+    /// Print one JSON object (text, token counts, speeds, planned and measured memory) instead of the text.
+    #[arg(long)]
+    pub json: bool,
+    /// Context and placement options.
+    #[command(flatten)]
+    pub ctx: ContextArgs,
+    /// Generation options.
+    #[command(flatten)]
+    pub sampling: GenArgs,
+}
+
 /// `headroom hw`.
 #[derive(Debug, Args)]
 pub struct HwArgs {
@@ -298,10 +414,12 @@ pub fn parse(args: Vec<OsString>) -> Result<Cli, clap::Error> {
     Cli::try_parse_from(args)
 }
 
-/// Log to stderr at the level `-v` asks for (`RUST_LOG` wins when set).
+/// Log to stderr at the level `-v` asks for (`RUST_LOG` wins when set), and
+/// route llama.cpp's own log into the same place: quiet by default (its
+/// errors only), `-v` shows its info lines, `-vv` everything.
 pub fn init_logging(verbose: u8) {
     let default = match verbose {
-        0 => "warn",
+        0 => "warn,llama-cpp-2=error,hf_hub=off,xet_client=off,xet_data=off,xet_runtime=off",
         1 => "info",
         _ => "debug",
     };
@@ -311,6 +429,7 @@ pub fn init_logging(verbose: u8) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .try_init();
+    llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default());
 }
 
 #[cfg(test)]

@@ -241,6 +241,8 @@ pub struct Plan {
     pub n_ctx: u32,
     /// Parallel sequences.
     pub n_parallel: u32,
+    /// Layers whose MoE expert tensors stay in RAM (llama.cpp's `--n-cpu-moe`).
+    pub n_cpu_moe: u32,
     /// Resolved settings.
     pub settings: Resolved,
     /// Allocation per device (CPU first).

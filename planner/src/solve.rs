@@ -367,6 +367,7 @@ pub fn plan(
         n_gpu_layers: ngl_effective,
         n_ctx: est.ctx.n_ctx,
         n_parallel: est.ctx.n_seq,
+        n_cpu_moe,
         settings: resolved,
         devices,
         ram: RamUse {

@@ -4,6 +4,7 @@
 mod accounting;
 mod hw;
 mod plan;
+pub mod run;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -31,6 +32,7 @@ pub struct UsageError(pub String);
 pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Plan(args) => plan::run(&args, &cli.machine),
+        Command::Run(args) => run::run(&args, &cli.machine, cli.verbose),
         Command::Hw(args) => hw::run(&args, &cli.machine),
         Command::LlamaAccounting(args) => accounting::run(&args),
         Command::DemoModel => {

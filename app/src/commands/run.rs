@@ -1,0 +1,493 @@
+//! `headroom run`: plan, guard, load, generate one answer, measure.
+//!
+//! stdout carries only the answer (or the JSON object); everything else goes
+//! to stderr. Exit codes: 0 done, 1 error, 2 bad usage, 3 refused (the plan
+//! does not fit), 130 interrupted (what was generated is flushed first).
+
+use std::io::{IsTerminal, Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use anyhow::{Context, Result};
+use headroom_planner::hw::{HardwareSnapshot, format_size};
+use headroom_planner::plan::{Plan, Settings};
+use headroom_planner::profile::ModelProfile;
+use headroom_planner::solve::{self, Build};
+use serde::Serialize;
+
+use super::{EXIT_DOES_NOT_FIT, UsageError, build_for, hardware, llama_cpp_version, load_profile};
+use crate::cli::{ContextArgs, GenArgs, MachineArgs, RunArgs};
+use crate::runner::{Engine, GenOptions, Generation, StopReason, guard, load};
+use crate::template::{ChatFormat, Message, TemplateChoice};
+use crate::{calibration, measure};
+
+/// Exit code: interrupted (128 + SIGINT).
+pub const EXIT_INTERRUPTED: u8 = 130;
+/// Layout version of `run --json`.
+pub const RUN_SCHEMA_VERSION: u32 = 1;
+
+/// Run `headroom run`.
+///
+/// # Errors
+/// Bad options, an unreadable model or prompt, a failed load or decode.
+pub fn run(args: &RunArgs, machine: &MachineArgs, verbose: u8) -> Result<ExitCode> {
+    let usage = |e: anyhow::Error| UsageError(format!("{e:#}"));
+    let opts = args.sampling.options().map_err(usage)?;
+    let prompt = read_prompt(args)?;
+    let choice = template_choice(&args.sampling, args.raw)?;
+
+    let prepared = match prepare(args.model.as_deref(), &args.ctx, &args.sampling, machine)? {
+        Prepared::Ready(p) => p,
+        Prepared::Refused(code) => return Ok(code),
+    };
+    let interrupted = interrupt_flag()?;
+    let engine = load_engine(&prepared, verbose, &interrupted)?;
+    let rss_after_load = measure::rss_bytes();
+    let mut session = engine.session()?;
+
+    let (text, stops) = if args.raw {
+        (prompt, Vec::new())
+    } else {
+        let format = chat_format(&engine, &choice)?;
+        tracing::info!("chat template: {}", format.describe());
+        let mut messages = Vec::new();
+        if let Some(system) = &args.sampling.system {
+            messages.push(Message::system(system.clone()));
+        }
+        messages.push(Message::user(prompt));
+        (format.render(&messages, true)?, format.stop_strings())
+    };
+    let tokens = tokenize_prompt(&engine, &text);
+    tracing::debug!("prompt ({} tokens): {text:?}", tokens.len());
+    let opts = GenOptions {
+        stop: opts.stop.iter().cloned().chain(stops).collect(),
+        ..opts
+    };
+
+    let mut stdout = std::io::stdout().lock();
+    let stream = !args.json;
+    let mut write_err: Option<std::io::Error> = None;
+    let generation = session.generate(&tokens, &opts, &interrupted, &mut |piece| {
+        if !stream {
+            return true;
+        }
+        match stdout
+            .write_all(piece.as_bytes())
+            .and_then(|()| stdout.flush())
+        {
+            Ok(()) => true,
+            Err(e) => {
+                write_err = Some(e);
+                false
+            }
+        }
+    })?;
+    if let Some(e) = write_err {
+        return Err(e.into());
+    }
+    let peak = measure::peak_rss_bytes();
+    let report = Report::new(&prepared.plan, &engine, &generation, rss_after_load, peak);
+    if args.json {
+        writeln!(stdout, "{}", serde_json::to_string_pretty(&report)?)?;
+    } else if !generation.text.ends_with('\n') {
+        writeln!(stdout)?;
+    }
+    stdout.flush()?;
+    drop(stdout);
+    summarise(&prepared.plan, &generation, &report, verbose);
+    record(&prepared.plan, &report);
+    Ok(if generation.stop_reason == StopReason::Interrupted {
+        ExitCode::from(EXIT_INTERRUPTED)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// A plan that may be loaded, with everything needed to load it.
+pub struct Ready {
+    /// The plan.
+    pub plan: Plan,
+    /// The options it was made with.
+    pub settings: Settings,
+    /// The model's profile.
+    pub profile: ModelProfile,
+    /// The exact load (also what llama.cpp's accounting was asked about).
+    pub spec: crate::llama::AccountingParams,
+    /// The machine.
+    pub hw: HardwareSnapshot,
+}
+
+/// What [`prepare`] decided.
+pub enum Prepared {
+    /// Go ahead.
+    Ready(Box<Ready>),
+    /// Refused; the reason was printed; exit with this code.
+    Refused(ExitCode),
+}
+
+/// Plan, refuse what does not fit (with the nearest plan that does), and check
+/// the plan against llama.cpp's own accounting — all before any weight is read.
+///
+/// # Errors
+/// Bad options, an unreadable model, or llama.cpp's accounting failing.
+pub fn prepare(
+    model: Option<&str>,
+    ctx: &ContextArgs,
+    opts_args: &GenArgs,
+    machine: &MachineArgs,
+) -> Result<Prepared> {
+    let usage = |e: anyhow::Error| UsageError(format!("{e:#}"));
+    let settings = ctx.settings().map_err(usage)?;
+    let hw = hardware(machine)?;
+    let path = model_path(model)?;
+    let profile = load_profile(&path)?;
+    // The runner loads on this machine with this build's backends.
+    let build = Build {
+        gpu: super::gpu_build(),
+    };
+    if build_for(machine).gpu && !build.gpu && machine.vram.as_deref().is_some_and(|v| v != "0") {
+        tracing::warn!("this build has no GPU backend: --vram is ignored by run");
+    }
+    let mut plan = solve::plan(&profile, &path.display().to_string(), &settings, &hw, build);
+    plan.llama_cpp = llama_cpp_version();
+    if !plan.verdict.fits() && !opts_args.force {
+        let why = guard::reason(&plan);
+        let hint = match guard::nearest_fit(&profile, &path, &settings, &plan, &hw, build) {
+            Some(n) => format!(
+                "nearest plan that fits: {} ({}, {} layers on GPU, context {}, peak RAM {})",
+                n.change,
+                n.plan.verdict.as_str(),
+                n.plan.n_gpu_layers,
+                n.plan.n_ctx,
+                format_size(n.plan.ram.peak_bytes)
+            ),
+            None => "no smaller context, quantized KV cache or smaller quantization found next to it fits either".into(),
+        };
+        eprintln!("headroom: refused: does not fit: {why}; {hint}; --force loads anyway");
+        return Ok(Prepared::Refused(ExitCode::from(EXIT_DOES_NOT_FIT)));
+    }
+    let threads = opts_args
+        .threads
+        .unwrap_or(hw.cpu.physical_cores.max(1))
+        .min(i32::MAX as u32) as i32;
+    let spec = load::spec_for(&plan, &settings, threads)?;
+
+    // llama.cpp's own accounting of exactly this load (reads no weights).
+    let acct = crate::llama::breakdown(&spec)
+        .with_context(|| format!("llama.cpp's accounting of {}", path.display()))?;
+    let checks = guard::cross_check(&plan, &acct);
+    for line in guard::disagreements(&checks, 0.05) {
+        eprintln!("headroom: warning: {line}");
+    }
+    if let Some(over) = guard::over_budget(&checks)
+        && plan.verdict.fits()
+        && !opts_args.force
+    {
+        eprintln!(
+            "headroom: refused: does not fit: by llama.cpp's own accounting {} needs {} but has {}; --force loads anyway",
+            over.device,
+            format_size(over.total_bytes),
+            format_size(over.budget_bytes)
+        );
+        return Ok(Prepared::Refused(ExitCode::from(EXIT_DOES_NOT_FIT)));
+    }
+    Ok(Prepared::Ready(Box::new(Ready {
+        plan,
+        settings,
+        profile,
+        spec,
+        hw,
+    })))
+}
+
+fn model_path(model: Option<&str>) -> Result<PathBuf> {
+    let models: Vec<String> = model.map(str::to_string).into_iter().collect();
+    let paths = super::resolve_models(&models)?;
+    match paths.as_slice() {
+        [one] => Ok(one.clone()),
+        _ => Err(UsageError(format!(
+            "{}: a directory of {} GGUF files; run takes one file",
+            model.unwrap_or("demo"),
+            paths.len()
+        ))
+        .into()),
+    }
+}
+
+/// Ctrl-C sets the returned flag (the generation stops cleanly at the next
+/// token); a second Ctrl-C ends the process at once.
+///
+/// # Errors
+/// The handler cannot be installed.
+pub fn interrupt_flag() -> Result<Arc<AtomicBool>> {
+    let flag = Arc::new(AtomicBool::new(false));
+    let sig = signal_hook::consts::SIGINT;
+    // Order matters: the conditional shutdown fires only once the flag is set.
+    signal_hook::flag::register_conditional_shutdown(
+        sig,
+        i32::from(EXIT_INTERRUPTED),
+        flag.clone(),
+    )
+    .context("installing the Ctrl-C handler")?;
+    signal_hook::flag::register(sig, flag.clone()).context("installing the Ctrl-C handler")?;
+    Ok(flag)
+}
+
+/// Load the model, with a progress line on stderr when it is a terminal.
+///
+/// # Errors
+/// llama.cpp failing to load.
+pub fn load_engine(ready: &Ready, verbose: u8, cancel: &Arc<AtomicBool>) -> Result<Engine> {
+    let show = std::io::stderr().is_terminal() && verbose == 0;
+    let cancel = cancel.clone();
+    let name = ready
+        .spec
+        .path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut last = -1i32;
+    let progress: Box<dyn FnMut(f32) -> bool> = Box::new(move |p| {
+        if show {
+            let pct = (p * 100.0) as i32;
+            if pct != last {
+                last = pct;
+                eprint!("\r\x1b[2Kloading {name} {pct:3}%");
+                if pct >= 100 {
+                    eprint!("\r\x1b[2K");
+                }
+            }
+        }
+        !cancel.load(std::sync::atomic::Ordering::Relaxed)
+    });
+    let spec = crate::llama::AccountingParams {
+        no_alloc: false,
+        ..ready.spec.clone()
+    };
+    let engine = Engine::load(&spec, Some(progress));
+    if show {
+        eprint!("\r\x1b[2K");
+    }
+    engine.map_err(|e| {
+        anyhow::anyhow!(
+            "{e:#} (planned {} of RAM for it)",
+            format_size(ready.plan.ram.peak_bytes)
+        )
+    })
+}
+
+fn read_prompt(args: &RunArgs) -> Result<String> {
+    if let Some(p) = &args.prompt {
+        return Ok(p.clone());
+    }
+    if let Some(f) = &args.file {
+        return std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()));
+    }
+    let stdin = std::io::stdin();
+    if stdin.is_terminal() {
+        return Err(UsageError(
+            "no prompt: give -p TEXT, -f FILE, or pipe the prompt on standard input".into(),
+        )
+        .into());
+    }
+    let mut text = String::new();
+    stdin
+        .lock()
+        .read_to_string(&mut text)
+        .context("reading the prompt from standard input")?;
+    if text.trim().is_empty() {
+        return Err(UsageError("the prompt on standard input is empty".into()).into());
+    }
+    Ok(text)
+}
+
+/// The `--chat-template` choice, checked before anything loads.
+///
+/// # Errors
+/// A missing template file or an unknown name (bad usage).
+pub fn template_choice(opts_args: &GenArgs, raw: bool) -> Result<TemplateChoice> {
+    let choice = TemplateChoice::parse(opts_args.chat_template.as_deref());
+    if raw && opts_args.chat_template.is_some() {
+        return Err(UsageError("--raw sends no template; drop --chat-template".into()).into());
+    }
+    match &choice {
+        TemplateChoice::File(p) if !p.is_file() => {
+            Err(UsageError(format!("--chat-template {}: no such file", p.display())).into())
+        }
+        TemplateChoice::Name(n) if !crate::template::known_names().contains(n) => {
+            Err(UsageError(format!(
+                "--chat-template {n}: unknown; known names: {}",
+                crate::template::known_names().join(", ")
+            ))
+            .into())
+        }
+        _ => Ok(choice),
+    }
+}
+
+/// The chat format for a loaded model.
+///
+/// # Errors
+/// A template that does not render.
+pub fn chat_format(engine: &Engine, choice: &TemplateChoice) -> Result<ChatFormat> {
+    let model = engine.model();
+    let own = model.meta_val_str("tokenizer.chat_template").ok();
+    let arch = model
+        .meta_val_str("general.architecture")
+        .unwrap_or_default();
+    let (bos, eos) = engine.bos_eos();
+    ChatFormat::resolve(choice, own.as_deref(), &arch, &bos, &eos)
+}
+
+/// Tokenize a rendered prompt: the template may already start with the BOS
+/// text; otherwise the model's own BOS rule applies.
+#[must_use]
+pub fn tokenize_prompt(engine: &Engine, text: &str) -> Vec<llama_cpp_2::token::LlamaToken> {
+    let (bos, _) = engine.bos_eos();
+    let has_bos = !bos.is_empty() && text.starts_with(&bos);
+    engine.tokenize(text, !has_bos)
+}
+
+/// The `run --json` object.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    /// Layout version.
+    pub schema_version: u32,
+    /// headroom's version.
+    pub headroom_version: String,
+    /// The generated text.
+    pub text: String,
+    /// Prompt tokens.
+    pub tokens_prompt: usize,
+    /// Generated tokens.
+    pub tokens_generated: usize,
+    /// Prompt processing speed.
+    pub prompt_tokens_per_s: f64,
+    /// Generation speed.
+    pub decode_tokens_per_s: f64,
+    /// Model load time.
+    pub load_ms: f64,
+    /// Peak resident set size of the process (`ru_maxrss`).
+    pub peak_rss_bytes: u64,
+    /// What the plan predicted.
+    pub planned: Planned,
+    /// What was measured besides the peak.
+    pub measured: Measured,
+    /// Why generation ended.
+    pub stop_reason: StopReason,
+}
+
+/// The plan's prediction, in `run --json`.
+#[derive(Debug, Serialize)]
+pub struct Planned {
+    /// The plan's `ram.peak_bytes`.
+    pub ram_peak_bytes: u64,
+    /// Per device, as in `plan --json`.
+    pub devices: Vec<headroom_planner::plan::DeviceUse>,
+    /// Predicted decode speed.
+    pub decode_tokens_per_s: f64,
+    /// Predicted prompt speed.
+    pub prompt_tokens_per_s: f64,
+    /// Context size.
+    pub n_ctx: u32,
+    /// GPU layers.
+    pub n_gpu_layers: u32,
+    /// The verdict.
+    pub verdict: headroom_planner::plan::Verdict,
+}
+
+/// Measurements, in `run --json`.
+#[derive(Debug, Serialize)]
+pub struct Measured {
+    /// Resident set right after the load.
+    pub rss_after_load_bytes: u64,
+    /// GPU memory in use per GPU after the run (device-wide); empty without one.
+    pub vram_used_bytes: Vec<u64>,
+}
+
+impl Report {
+    /// Assemble the report.
+    #[must_use]
+    pub fn new(
+        plan: &Plan,
+        engine: &Engine,
+        g: &Generation,
+        rss_after_load: u64,
+        peak: u64,
+    ) -> Self {
+        Report {
+            schema_version: RUN_SCHEMA_VERSION,
+            headroom_version: env!("CARGO_PKG_VERSION").to_string(),
+            text: g.text.clone(),
+            tokens_prompt: g.tokens_prompt,
+            tokens_generated: g.tokens_generated,
+            prompt_tokens_per_s: round2(g.prompt_tokens_per_s()),
+            decode_tokens_per_s: round2(g.decode_tokens_per_s()),
+            load_ms: round2(engine.load_time.as_secs_f64() * 1e3),
+            peak_rss_bytes: peak,
+            planned: Planned {
+                ram_peak_bytes: plan.ram.peak_bytes,
+                devices: plan.devices.clone(),
+                decode_tokens_per_s: plan.est_decode_tokens_per_s,
+                prompt_tokens_per_s: plan.est_prompt_tokens_per_s,
+                n_ctx: plan.n_ctx,
+                n_gpu_layers: plan.n_gpu_layers,
+                verdict: plan.verdict,
+            },
+            measured: Measured {
+                rss_after_load_bytes: rss_after_load,
+                vram_used_bytes: measure::vram_used_bytes(),
+            },
+            stop_reason: g.stop_reason,
+        }
+    }
+}
+
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+fn summarise(plan: &Plan, g: &Generation, r: &Report, verbose: u8) {
+    match g.stop_reason {
+        StopReason::ContextFull => eprintln!(
+            "headroom: the context is full ({} tokens): generation stopped; raise --ctx-size for longer answers",
+            plan.n_ctx
+        ),
+        StopReason::Interrupted => eprintln!("headroom: interrupted"),
+        _ => {}
+    }
+    if std::io::stderr().is_terminal() || verbose > 0 {
+        eprintln!(
+            "headroom: {} prompt tokens at {:.1} tok/s, {} generated at {:.1} tok/s (planned {:.1}); peak RSS {} (planned {})",
+            g.tokens_prompt,
+            r.prompt_tokens_per_s,
+            g.tokens_generated,
+            r.decode_tokens_per_s,
+            plan.est_decode_tokens_per_s,
+            format_size(r.peak_rss_bytes),
+            format_size(plan.ram.peak_bytes)
+        );
+    }
+}
+
+/// Append this run to the calibration log; a failure is only a warning.
+pub fn record(plan: &Plan, r: &Report) {
+    let entry = calibration::Entry {
+        unix_time: calibration::now(),
+        headroom_version: r.headroom_version.clone(),
+        key: calibration::key(plan),
+        model: plan.model.path.clone(),
+        planned_peak_bytes: plan.ram.peak_bytes,
+        measured_peak_bytes: r.peak_rss_bytes,
+        rss_after_load_bytes: r.measured.rss_after_load_bytes,
+        planned_decode_tokens_per_s: plan.est_decode_tokens_per_s,
+        measured_decode_tokens_per_s: r.decode_tokens_per_s,
+        planned_prompt_tokens_per_s: plan.est_prompt_tokens_per_s,
+        measured_prompt_tokens_per_s: r.prompt_tokens_per_s,
+    };
+    if let Err(e) = calibration::data_dir().and_then(|d| calibration::append(&d, &entry)) {
+        tracing::warn!("calibration log not written: {e:#}");
+    }
+}

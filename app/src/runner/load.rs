@@ -1,0 +1,172 @@
+//! From a plan to the exact llama.cpp parameters that execute it.
+//!
+//! One value, [`AccountingParams`], describes the load: the runner hands it to
+//! llama.cpp's `no_alloc` accounting (the cross-check before the real load)
+//! and converts the very same value into llama-cpp-2's model and context
+//! parameters for the real load, so the check and the load cannot drift apart.
+//!
+//! llama-cpp-2 0.1.160 has no setter for `tensor_split` or `use_extra_bufts`,
+//! and only CPU tensor-buffer overrides. Repacking is turned off with the same
+//! effect through CPU overrides (tested against llama.cpp's accounting with
+//! `use_extra_bufts = false`); a plan that needs anything else it cannot set is
+//! refused here, with the reason, rather than run approximately.
+
+use std::ffi::CString;
+use std::num::NonZeroU32;
+use std::pin::Pin;
+
+use anyhow::{Result, bail};
+use headroom_planner::plan::{Plan, Settings};
+use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::model::params::{LlamaModelParams, LlamaSplitMode};
+
+use crate::llama::{AccountingParams, FlashAttn, SplitMode, TensorOverride};
+
+/// llama.cpp's pattern for the MoE expert tensors of layer `il` (`--n-cpu-moe`).
+#[must_use]
+pub fn expert_pattern(il: u32) -> String {
+    format!("blk\\.{il}\\.ffn_(up|down|gate|gate_up)_(ch|)exps")
+}
+
+/// The load that executes `plan` (from `settings`, the options it was made
+/// with), with `threads` CPU threads.
+///
+/// # Errors
+/// A plan this build cannot execute exactly (see the module docs).
+pub fn spec_for(plan: &Plan, settings: &Settings, threads: i32) -> Result<AccountingParams> {
+    let path = std::path::Path::new(&plan.model.path);
+    let mut p = AccountingParams::from_settings(
+        path,
+        settings,
+        plan.n_ctx,
+        i32::try_from(plan.n_gpu_layers).unwrap_or(i32::MAX),
+    )?;
+    p.no_alloc = true;
+    p.use_mmap = plan.settings.mmap;
+    p.n_batch = plan.settings.n_batch;
+    p.n_ubatch = plan.settings.n_ubatch;
+    p.n_seq_max = plan.n_parallel;
+    p.flash_attn = if plan.settings.flash_attn {
+        FlashAttn::On
+    } else {
+        FlashAttn::Off
+    };
+    p.n_threads = threads;
+    let on_gpus = plan.settings.tensor_split.len();
+    // Several GPUs: llama.cpp's default split is by free memory, which is what
+    // the planner assumes; the accounting cross-check catches a difference.
+    p.split_mode = if on_gpus > 1 {
+        SplitMode::Layer
+    } else {
+        SplitMode::None
+    };
+    p.tensor_overrides = (0..plan.n_cpu_moe)
+        .map(|il| TensorOverride {
+            pattern: expert_pattern(il),
+            buffer_type: "CPU".into(),
+        })
+        .collect();
+    if !plan.settings.repack {
+        if plan.n_gpu_layers > 0 {
+            bail!(
+                "--no-repack with GPU layers cannot be run exactly by this build (llama-cpp-2 cannot turn off llama.cpp's extra buffer types); drop --no-repack or use -ngl 0"
+            );
+        }
+        // Every tensor in the plain CPU buffer: what use_extra_bufts=false does
+        // on a CPU-only load.
+        p.tensor_overrides.push(TensorOverride {
+            pattern: ".*".into(),
+            buffer_type: "CPU".into(),
+        });
+    }
+    Ok(p)
+}
+
+/// llama-cpp-2's model parameters, with the override patterns they point into.
+pub struct ModelParams {
+    /// The parameters (pinned: they refer to themselves).
+    pub params: Pin<Box<LlamaModelParams>>,
+    // llama-cpp-2 stores raw pointers to these; their heap buffers stay put
+    // when the Vec moves, and they live as long as the params.
+    _patterns: Vec<CString>,
+}
+
+/// llama-cpp-2's model parameters for `spec`, with an optional load-progress
+/// callback (return false to cancel the load).
+///
+/// # Errors
+/// A field llama-cpp-2 cannot set (see the module docs).
+pub fn model_params(
+    spec: &AccountingParams,
+    progress: Option<Box<dyn FnMut(f32) -> bool>>,
+) -> Result<ModelParams> {
+    if !spec.tensor_split.is_empty() {
+        bail!("an explicit tensor split cannot be set through llama-cpp-2 0.1.160");
+    }
+    if !spec.use_extra_bufts {
+        bail!(
+            "use_extra_bufts=false cannot be set through llama-cpp-2 0.1.160 (use CPU overrides)"
+        );
+    }
+    if spec.no_host || spec.kv_unified || !spec.offload_kqv || !spec.op_offload {
+        bail!("a context option this runner does not pass was set");
+    }
+    let split = match spec.split_mode {
+        SplitMode::None => LlamaSplitMode::None,
+        SplitMode::Layer => LlamaSplitMode::Layer,
+        SplitMode::Row => LlamaSplitMode::Row,
+        SplitMode::Tensor => bail!("tensor-parallel split is not supported by this runner"),
+    };
+    let mut params = LlamaModelParams::default()
+        .with_n_gpu_layers(u32::try_from(spec.n_gpu_layers.max(0)).unwrap_or(0))
+        .with_main_gpu(spec.main_gpu)
+        .with_split_mode(split)
+        .with_use_mmap(spec.use_mmap);
+    if let Some(cb) = progress {
+        params = params.with_progress_callback(cb);
+    }
+    let mut params = Box::pin(params);
+    let mut patterns = Vec::with_capacity(spec.tensor_overrides.len());
+    for o in &spec.tensor_overrides {
+        if o.buffer_type != "CPU" {
+            bail!(
+                "tensor override {}={} cannot be set through llama-cpp-2 (CPU only)",
+                o.pattern,
+                o.buffer_type
+            );
+        }
+        let pattern = CString::new(o.pattern.as_str())
+            .map_err(|_| anyhow::anyhow!("tensor override pattern contains NUL"))?;
+        params.as_mut().add_cpu_buft_override(&pattern);
+        patterns.push(pattern);
+    }
+    Ok(ModelParams {
+        params,
+        _patterns: patterns,
+    })
+}
+
+/// llama-cpp-2's context parameters for `spec`.
+#[must_use]
+pub fn context_params(spec: &AccountingParams) -> LlamaContextParams {
+    let fa = match spec.flash_attn {
+        FlashAttn::Auto => llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_AUTO,
+        FlashAttn::Off => llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_DISABLED,
+        FlashAttn::On => llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_ENABLED,
+    };
+    let mut c = LlamaContextParams::default()
+        .with_n_ctx(NonZeroU32::new(spec.n_ctx))
+        .with_n_batch(spec.n_batch)
+        .with_n_ubatch(spec.n_ubatch)
+        .with_n_seq_max(spec.n_seq_max)
+        .with_type_k(spec.type_k)
+        .with_type_v(spec.type_v)
+        .with_flash_attention_policy(fa)
+        .with_swa_full(spec.swa_full);
+    if spec.n_threads > 0 {
+        c = c
+            .with_n_threads(spec.n_threads)
+            .with_n_threads_batch(spec.n_threads);
+    }
+    c
+}

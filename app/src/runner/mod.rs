@@ -1,0 +1,493 @@
+//! The runner: loads a model through llama-cpp-2 with exactly the parameters
+//! a plan chose, and generates text from it, streaming.
+//!
+//! * [`load`]: plan → llama.cpp parameters (one value for the accounting
+//!   cross-check and the real load).
+//! * [`guard`]: refuse plans that do not fit, find the nearest one that does,
+//!   and check the plan against llama.cpp's own `no_alloc` accounting.
+//! * [`text`]: UTF-8-safe streaming and stop strings.
+//! * [`Engine`] / [`Session`]: the loaded model, and a context that keeps its
+//!   KV cache between turns (the chat reuses the common prefix).
+
+pub mod guard;
+pub mod load;
+pub mod text;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail};
+use llama_cpp_2::context::LlamaContext;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::model::LlamaModel;
+use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::LlamaToken;
+use llama_cpp_2::token::logit_bias::LlamaLogitBias;
+use serde::Serialize;
+
+use crate::llama::AccountingParams;
+use text::{Matched, StopMatcher, Utf8Stream};
+
+/// Sampling options (llama.cpp's names and defaults).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sampling {
+    /// Temperature; 0 is greedy (deterministic).
+    pub temp: f32,
+    /// Keep the k most likely tokens; 0 = all.
+    pub top_k: i32,
+    /// Nucleus sampling; 1.0 = off.
+    pub top_p: f32,
+    /// Drop tokens below this share of the best one's probability; 0 = off.
+    pub min_p: f32,
+    /// Penalty for repeating recent tokens; 1.0 = off.
+    pub repeat_penalty: f32,
+    /// How many recent tokens the penalty looks at.
+    pub repeat_last_n: i32,
+    /// Random seed.
+    pub seed: u32,
+}
+
+impl Default for Sampling {
+    fn default() -> Self {
+        Self {
+            temp: 0.8,
+            top_k: 40,
+            top_p: 0.95,
+            min_p: 0.05,
+            repeat_penalty: 1.0,
+            repeat_last_n: 64,
+            seed: 0xFFFF_FFFF,
+        }
+    }
+}
+
+/// How one generation runs.
+#[derive(Debug, Clone, Default)]
+pub struct GenOptions {
+    /// Sampling.
+    pub sampling: Sampling,
+    /// Most tokens to generate; `None` = until end of generation or a full context.
+    pub n_predict: Option<u32>,
+    /// Keep going past end-of-generation tokens (they are banned).
+    pub ignore_eos: bool,
+    /// Stop when the text contains one of these (not printed).
+    pub stop: Vec<String>,
+}
+
+/// Why generation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The model produced an end-of-generation token.
+    EndOfGeneration,
+    /// A `--stop` string (or the template's end-of-turn text) appeared.
+    StopString,
+    /// `--n-predict` tokens were generated.
+    MaxTokens,
+    /// The context is full.
+    ContextFull,
+    /// Interrupted (Ctrl-C, Esc, or the consumer asked to stop).
+    Interrupted,
+}
+
+impl StopReason {
+    /// The words used in JSON and messages.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::EndOfGeneration => "end_of_generation",
+            Self::StopString => "stop_string",
+            Self::MaxTokens => "max_tokens",
+            Self::ContextFull => "context_full",
+            Self::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// What one generation did.
+#[derive(Debug, Clone)]
+pub struct Generation {
+    /// The text, as streamed.
+    pub text: String,
+    /// Prompt tokens given.
+    pub tokens_prompt: usize,
+    /// Prompt tokens actually evaluated (the rest were already in the cache).
+    pub tokens_evaluated: usize,
+    /// Tokens generated.
+    pub tokens_generated: usize,
+    /// Time to evaluate the prompt.
+    pub prompt_time: Duration,
+    /// Time to generate (sampling and evaluating each generated token).
+    pub decode_time: Duration,
+    /// Why it ended.
+    pub stop_reason: StopReason,
+}
+
+impl Generation {
+    /// Prompt tokens per second (of the tokens evaluated).
+    #[must_use]
+    pub fn prompt_tokens_per_s(&self) -> f64 {
+        rate(self.tokens_evaluated, self.prompt_time)
+    }
+
+    /// Generated tokens per second.
+    #[must_use]
+    pub fn decode_tokens_per_s(&self) -> f64 {
+        rate(self.tokens_generated, self.decode_time)
+    }
+}
+
+fn rate(n: usize, t: Duration) -> f64 {
+    let s = t.as_secs_f64();
+    if n == 0 || s <= 0.0 {
+        0.0
+    } else {
+        n as f64 / s
+    }
+}
+
+/// A loaded model.
+pub struct Engine {
+    model: LlamaModel,
+    spec: AccountingParams,
+    /// How long the load took.
+    pub load_time: Duration,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("path", &self.spec.path)
+            .field("load_time", &self.load_time)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// Load the model `spec` describes (`spec.no_alloc` is ignored: this loads).
+    /// `progress` is called with 0.0…1.0; returning false cancels the load.
+    ///
+    /// # Errors
+    /// Parameters llama-cpp-2 cannot set, or llama.cpp failing to load (the
+    /// reason is in llama.cpp's log, which `-v` shows).
+    pub fn load(
+        spec: &AccountingParams,
+        progress: Option<Box<dyn FnMut(f32) -> bool>>,
+    ) -> Result<Engine> {
+        let backend = crate::llama::backend::shared()
+            .context("llama.cpp's backend was initialised outside headroom")?;
+        let params = load::model_params(spec, progress)?;
+        let t0 = Instant::now();
+        let model =
+            LlamaModel::load_from_file(backend, &spec.path, &params.params).map_err(|e| {
+                anyhow::anyhow!(
+                    "llama.cpp could not load {} ({e}); run with -v for llama.cpp's log",
+                    spec.path.display()
+                )
+            })?;
+        Ok(Engine {
+            model,
+            spec: spec.clone(),
+            load_time: t0.elapsed(),
+        })
+    }
+
+    /// The parameters it was loaded with.
+    #[must_use]
+    pub fn spec(&self) -> &AccountingParams {
+        &self.spec
+    }
+
+    /// The llama-cpp-2 model.
+    #[must_use]
+    pub fn model(&self) -> &LlamaModel {
+        &self.model
+    }
+
+    /// Create the context (KV cache, compute buffers) the plan chose.
+    ///
+    /// # Errors
+    /// llama.cpp failing to allocate it.
+    pub fn session(&self) -> Result<Session<'_>> {
+        let backend = crate::llama::backend::shared()
+            .context("llama.cpp's backend was initialised outside headroom")?;
+        let t0 = Instant::now();
+        let ctx = self
+            .model
+            .new_context(backend, load::context_params(&self.spec))
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "llama.cpp could not create the context (n_ctx {}, KV cache and compute buffers): {e}",
+                    self.spec.n_ctx
+                )
+            })?;
+        let n_batch = ctx.n_batch() as usize;
+        Ok(Session {
+            engine: self,
+            ctx,
+            cached: Vec::new(),
+            batch: LlamaBatch::new(n_batch.max(1), 1),
+            create_time: t0.elapsed(),
+        })
+    }
+
+    /// Tokenize text; `add_bos` adds the model's BOS token when it wants one.
+    /// Special-token text (`<start_of_turn>`) is parsed as special tokens.
+    #[must_use]
+    pub fn tokenize(&self, text: &str, add_bos: bool) -> Vec<LlamaToken> {
+        self.model.vocab().tokenize(text.as_bytes(), add_bos, true)
+    }
+
+    /// The vocabulary text of a token (`<bos>`), empty when it has none.
+    #[must_use]
+    pub fn token_text(&self, token: LlamaToken) -> String {
+        self.model
+            .vocab()
+            .text(token)
+            .map(|t| t.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+
+    /// BOS and EOS token texts, for templates.
+    #[must_use]
+    pub fn bos_eos(&self) -> (String, String) {
+        let v = self.model.vocab();
+        (self.token_text(v.bos()), self.token_text(v.eos()))
+    }
+
+    fn eog_tokens(&self) -> Vec<LlamaToken> {
+        let v = self.model.vocab();
+        (0..self.model.n_vocab())
+            .map(LlamaToken::new)
+            .filter(|&t| v.is_eog(t))
+            .collect()
+    }
+}
+
+/// A context on a loaded model: the KV cache and what it holds.
+pub struct Session<'m> {
+    engine: &'m Engine,
+    ctx: LlamaContext<'m>,
+    /// Tokens whose keys and values are in the cache, in order.
+    cached: Vec<LlamaToken>,
+    batch: LlamaBatch<'static>,
+    /// How long creating the context took.
+    pub create_time: Duration,
+}
+
+impl Session<'_> {
+    /// Context size in tokens.
+    #[must_use]
+    pub fn n_ctx(&self) -> u32 {
+        self.ctx.n_ctx()
+    }
+
+    /// Tokens in the cache.
+    #[must_use]
+    pub fn n_cached(&self) -> usize {
+        self.cached.len()
+    }
+
+    /// Forget everything in the cache.
+    pub fn clear(&mut self) {
+        self.ctx.clear_kv_cache();
+        self.cached.clear();
+    }
+
+    /// Generate from `prompt` (the whole conversation so far, as tokens: the
+    /// part already in the cache is not evaluated again). `on_text` gets the
+    /// text as it becomes safe to show; returning false stops. `cancel` is
+    /// polled between tokens and between prompt batches.
+    ///
+    /// # Errors
+    /// A prompt longer than the context, or llama.cpp failing to decode.
+    pub fn generate(
+        &mut self,
+        prompt: &[LlamaToken],
+        opts: &GenOptions,
+        cancel: &AtomicBool,
+        on_text: &mut dyn FnMut(&str) -> bool,
+    ) -> Result<Generation> {
+        let n_ctx = self.n_ctx() as usize;
+        if prompt.is_empty() {
+            bail!("the prompt is empty");
+        }
+        if prompt.len() >= n_ctx {
+            bail!(
+                "the prompt is {} tokens and the context holds {n_ctx}: raise --ctx-size or shorten the prompt",
+                prompt.len()
+            );
+        }
+        self.reuse_prefix(prompt);
+        let mut sampler = self.sampler(opts);
+        sampler.accept_many(prompt.iter());
+
+        // Prompt, in batches of n_batch; logits only for the last token.
+        let t0 = Instant::now();
+        let todo = &prompt[self.cached.len()..];
+        let evaluated = todo.len();
+        let n_batch = self.ctx.n_batch() as usize;
+        let mut interrupted = false;
+        for (ci, chunk) in todo.chunks(n_batch.max(1)).enumerate() {
+            if cancel.load(Ordering::Relaxed) {
+                interrupted = true;
+                break;
+            }
+            let last_chunk = (ci + 1) * n_batch >= todo.len();
+            self.batch.clear();
+            for (i, &t) in chunk.iter().enumerate() {
+                let pos = i32::try_from(self.cached.len())?;
+                self.batch
+                    .add(t, pos, &[0], last_chunk && i + 1 == chunk.len())?;
+                self.cached.push(t);
+            }
+            self.ctx
+                .decode(&mut self.batch)
+                .map_err(|e| anyhow::anyhow!("llama.cpp failed to evaluate the prompt: {e}"))?;
+        }
+        let prompt_time = t0.elapsed();
+        let mut out = Generation {
+            text: String::new(),
+            tokens_prompt: prompt.len(),
+            tokens_evaluated: evaluated,
+            tokens_generated: 0,
+            prompt_time,
+            decode_time: Duration::ZERO,
+            stop_reason: StopReason::Interrupted,
+        };
+        if interrupted {
+            return Ok(out);
+        }
+
+        let vocab = self.engine.model.vocab();
+        let mut utf8 = Utf8Stream::default();
+        let mut stops = StopMatcher::new(opts.stop.iter().cloned());
+        let t1 = Instant::now();
+        let reason = loop {
+            if cancel.load(Ordering::Relaxed) {
+                break StopReason::Interrupted;
+            }
+            if opts
+                .n_predict
+                .is_some_and(|n| out.tokens_generated >= n as usize)
+            {
+                break StopReason::MaxTokens;
+            }
+            if self.cached.len() >= n_ctx {
+                break StopReason::ContextFull;
+            }
+            let token = sampler.sample(&self.ctx, self.batch.n_tokens() - 1);
+            if !opts.ignore_eos && vocab.is_eog(token) {
+                break StopReason::EndOfGeneration;
+            }
+            out.tokens_generated += 1;
+            let piece = utf8.push(&vocab.token_to_piece(token, false, None));
+            let mut stop_now = false;
+            match stops.push(&piece) {
+                Matched::Go(text) => {
+                    if !text.is_empty() {
+                        out.text.push_str(&text);
+                        if !on_text(&text) {
+                            stop_now = true;
+                        }
+                    }
+                }
+                Matched::Stop(text, _) => {
+                    out.text.push_str(&text);
+                    if !text.is_empty() {
+                        on_text(&text);
+                    }
+                    break StopReason::StopString;
+                }
+            }
+            // Evaluate the token so the cache holds the whole text.
+            self.batch.clear();
+            let pos = i32::try_from(self.cached.len())?;
+            self.batch.add(token, pos, &[0], true)?;
+            self.ctx
+                .decode(&mut self.batch)
+                .map_err(|e| anyhow::anyhow!("llama.cpp failed to evaluate a token: {e}"))?;
+            self.cached.push(token);
+            if stop_now {
+                break StopReason::Interrupted;
+            }
+        };
+        out.decode_time = t1.elapsed();
+        if reason != StopReason::StopString {
+            let mut tail = utf8.finish();
+            tail.insert_str(0, &stops.finish());
+            if !tail.is_empty() {
+                out.text.push_str(&tail);
+                on_text(&tail);
+            }
+        }
+        out.stop_reason = reason;
+        Ok(out)
+    }
+
+    /// Keep the longest cached prefix shared with `prompt` and drop the rest
+    /// from the KV cache. At least the last prompt token is evaluated again
+    /// (its logits are needed).
+    fn reuse_prefix(&mut self, prompt: &[LlamaToken]) {
+        let common = self
+            .cached
+            .iter()
+            .zip(prompt)
+            .take_while(|(a, b)| a == b)
+            .count()
+            .min(prompt.len() - 1);
+        if common == self.cached.len() {
+            return;
+        }
+        let removed = u32::try_from(common)
+            .ok()
+            .and_then(|p0| self.ctx.clear_kv_cache_seq(Some(0), Some(p0), None).ok())
+            .unwrap_or(false);
+        if removed {
+            self.cached.truncate(common);
+        } else {
+            // Some caches (sliding-window, recurrent) cannot drop a tail.
+            self.clear();
+        }
+    }
+
+    fn sampler(&self, opts: &GenOptions) -> LlamaSampler {
+        let s = &opts.sampling;
+        let model = &self.engine.model;
+        let mut chain = Vec::new();
+        if opts.ignore_eos {
+            let bans: Vec<LlamaLogitBias> = self
+                .engine
+                .eog_tokens()
+                .into_iter()
+                .map(|t| LlamaLogitBias::new(t, f32::NEG_INFINITY))
+                .collect();
+            chain.push(LlamaSampler::logit_bias(model.n_vocab(), &bans));
+        }
+        if s.repeat_penalty != 1.0 {
+            chain.push(LlamaSampler::penalties(
+                model.n_vocab(),
+                s.repeat_last_n,
+                s.repeat_penalty,
+                0.0,
+                0.0,
+            ));
+        }
+        if s.temp <= 0.0 {
+            chain.push(LlamaSampler::greedy());
+        } else {
+            if s.top_k > 0 {
+                chain.push(LlamaSampler::top_k(s.top_k));
+            }
+            if s.top_p < 1.0 {
+                chain.push(LlamaSampler::top_p(s.top_p, 1));
+            }
+            if s.min_p > 0.0 {
+                chain.push(LlamaSampler::min_p(s.min_p, 1));
+            }
+            chain.push(LlamaSampler::temp(s.temp));
+            chain.push(LlamaSampler::dist(s.seed));
+        }
+        LlamaSampler::chain_simple(chain)
+    }
+}
