@@ -416,18 +416,25 @@ pub fn parse(args: Vec<OsString>) -> Result<Cli, clap::Error> {
 
 /// Log to stderr at the level `-v` asks for (`RUST_LOG` wins when set), and
 /// route llama.cpp's own log into the same place: quiet by default (its
-/// errors only), `-v` shows its info lines, `-vv` everything.
+/// errors reach the user inside headroom's one-line error, see
+/// [`crate::llama::log`]), `-v` shows its info lines, `-vv` everything.
 pub fn init_logging(verbose: u8) {
     let default = match verbose {
-        0 => "warn,llama-cpp-2=error,hf_hub=off,xet_client=off,xet_data=off,xet_runtime=off",
+        0 => "warn,llama-cpp-2=off,hf_hub=off,xet_client=off,xet_data=off,xet_runtime=off",
         1 => "info",
         _ => "debug",
     };
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let print = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
+        .with_filter(filter);
+    let _ = tracing_subscriber::registry()
+        .with(print)
+        .with(crate::llama::log::Capture)
         .try_init();
     llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default());
 }

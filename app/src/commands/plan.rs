@@ -42,18 +42,37 @@ pub fn run(args: &PlanArgs, machine: &MachineArgs) -> Result<ExitCode> {
         .iter()
         .position(|p| p.display().to_string() == best.model.path)
         .unwrap_or(0);
+    let last_run = crate::calibration::data_dir()
+        .ok()
+        .and_then(|dir| crate::calibration::last_for(&dir, &best));
     let mut out = std::io::stdout().lock();
     if args.json {
         // Serialise first: a closed pipe then surfaces as a plain io::Error.
-        writeln!(out, "{}", serde_json::to_string_pretty(&best)?)?;
+        let with_run = WithLastRun {
+            plan: &best,
+            last_run: last_run.as_ref(),
+        };
+        writeln!(out, "{}", serde_json::to_string_pretty(&with_run)?)?;
     } else {
         write!(out, "{}", render::plan_text(&best, &hw))?;
+        if let Some(run) = &last_run {
+            writeln!(out, "{}", render::last_run_line(&best, run))?;
+        }
         if args.curve {
             let curve = render::curve::Curve::compute(&profiles[idx], &settings, &hw, build, &best);
             write!(out, "\n{}", curve.draw(72, 16))?;
         }
     }
     Ok(exit_for(&best))
+}
+
+/// `plan --json`: the plan, and the last measured run with the same model
+/// and settings from the calibration log (null when there is none).
+#[derive(serde::Serialize)]
+struct WithLastRun<'a> {
+    #[serde(flatten)]
+    plan: &'a Plan,
+    last_run: Option<&'a crate::calibration::Entry>,
 }
 
 fn exit_for(plan: &Plan) -> ExitCode {

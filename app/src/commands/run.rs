@@ -37,13 +37,19 @@ pub fn run(args: &RunArgs, machine: &MachineArgs, verbose: u8) -> Result<ExitCod
     let opts = args.sampling.options().map_err(usage)?;
     let prompt = read_prompt(args)?;
     let choice = template_choice(&args.sampling, args.raw)?;
+    let interrupted = interrupt_flag()?;
 
     let prepared = match prepare(args.model.as_deref(), &args.ctx, &args.sampling, machine)? {
         Prepared::Ready(p) => p,
         Prepared::Refused(code) => return Ok(code),
     };
-    let interrupted = interrupt_flag()?;
-    let engine = load_engine(&prepared, verbose, &interrupted)?;
+    let engine = match load_engine(&prepared, verbose, &interrupted) {
+        Err(_) if interrupted.load(std::sync::atomic::Ordering::Relaxed) => {
+            eprintln!("headroom: interrupted while loading");
+            return Ok(ExitCode::from(EXIT_INTERRUPTED));
+        }
+        other => other?,
+    };
     let rss_after_load = measure::rss_bytes();
     let mut session = engine.session()?;
 

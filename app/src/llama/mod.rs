@@ -6,11 +6,13 @@
 //! * [`params`], [`usage`], [`error`]: its inputs, outputs and failures.
 //! * [`quant`]: llama.cpp's quantization type choices, to check synthetic models.
 //! * [`backend`]: the one process-wide llama.cpp backend handle.
+//! * [`log`]: llama.cpp's last error lines, for messages about failed loads.
 
 pub mod accounting;
 pub mod backend;
 pub mod error;
 mod ffi;
+pub mod log;
 pub mod params;
 pub mod quant;
 pub mod usage;

@@ -33,6 +33,41 @@ pub fn summary(p: &Plan) -> String {
     )
 }
 
+/// The calibration line: the last measured run with the same model and
+/// settings, next to this plan's prediction.
+#[must_use]
+pub fn last_run_line(p: &Plan, run: &crate::calibration::Entry) -> String {
+    let ratio = if run.measured_peak_bytes > 0 {
+        p.ram.peak_bytes as f64 / run.measured_peak_bytes as f64
+    } else {
+        0.0
+    };
+    let mut line = format!(
+        "measured  last run: peak RSS {} (planned now {}, ×{ratio:.2})",
+        mib(run.measured_peak_bytes),
+        mib(p.ram.peak_bytes),
+    );
+    if run.measured_decode_tokens_per_s > 0.0 {
+        let _ = write!(
+            line,
+            ", decode {:.1} tok/s (est. {:.1})",
+            run.measured_decode_tokens_per_s, p.est_decode_tokens_per_s
+        );
+    }
+    let age = crate::calibration::now().saturating_sub(run.unix_time);
+    let _ = write!(line, ", {} ago", ago(age));
+    line
+}
+
+fn ago(secs: u64) -> String {
+    match secs {
+        0..120 => format!("{secs} s"),
+        120..7200 => format!("{} min", secs / 60),
+        7200..172_800 => format!("{} h", secs / 3600),
+        _ => format!("{} days", secs / 86400),
+    }
+}
+
 /// The full text rendering of a plan.
 #[must_use]
 pub fn plan_text(p: &Plan, hw: &HardwareSnapshot) -> String {

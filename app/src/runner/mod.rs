@@ -137,6 +137,14 @@ impl Generation {
     }
 }
 
+/// llama.cpp's last error line, as the tail of an error message.
+fn llama_said() -> String {
+    crate::llama::log::first_error().map_or_else(
+        || "; run with -v for llama.cpp's log".to_string(),
+        |l| format!("; llama.cpp said: {l}"),
+    )
+}
+
 fn rate(n: usize, t: Duration) -> f64 {
     let s = t.as_secs_f64();
     if n == 0 || s <= 0.0 {
@@ -178,11 +186,13 @@ impl Engine {
             .context("llama.cpp's backend was initialised outside headroom")?;
         let params = load::model_params(spec, progress)?;
         let t0 = Instant::now();
+        crate::llama::log::clear();
         let model =
             LlamaModel::load_from_file(backend, &spec.path, &params.params).map_err(|e| {
                 anyhow::anyhow!(
-                    "llama.cpp could not load {} ({e}); run with -v for llama.cpp's log",
-                    spec.path.display()
+                    "llama.cpp could not load {} ({e}){}",
+                    spec.path.display(),
+                    llama_said()
                 )
             })?;
         Ok(Engine {
@@ -212,13 +222,15 @@ impl Engine {
         let backend = crate::llama::backend::shared()
             .context("llama.cpp's backend was initialised outside headroom")?;
         let t0 = Instant::now();
+        crate::llama::log::clear();
         let ctx = self
             .model
             .new_context(backend, load::context_params(&self.spec))
             .map_err(|e| {
                 anyhow::anyhow!(
-                    "llama.cpp could not create the context (n_ctx {}, KV cache and compute buffers): {e}",
-                    self.spec.n_ctx
+                    "llama.cpp could not create the context (n_ctx {}, KV cache and compute buffers): {e}{}",
+                    self.spec.n_ctx,
+                    llama_said()
                 )
             })?;
         let n_batch = ctx.n_batch() as usize;
