@@ -178,7 +178,8 @@ pub fn prepare(
         .threads
         .unwrap_or(hw.cpu.physical_cores.max(1))
         .min(i32::MAX as u32) as i32;
-    let spec = load::spec_for(&plan, &settings, threads)?;
+    let spec =
+        load::spec_for(&plan, &settings, threads).map_err(|e| UsageError(format!("{e:#}")))?;
 
     // llama.cpp's own accounting of exactly this load (reads no weights).
     let acct = crate::llama::breakdown(&spec)

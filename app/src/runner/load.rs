@@ -6,10 +6,11 @@
 //! parameters for the real load, so the check and the load cannot drift apart.
 //!
 //! llama-cpp-2 0.1.160 has no setter for `tensor_split` or `use_extra_bufts`,
-//! and only CPU tensor-buffer overrides. Repacking is turned off with the same
-//! effect through CPU overrides (tested against llama.cpp's accounting with
-//! `use_extra_bufts = false`); a plan that needs anything else it cannot set is
-//! refused here, with the reason, rather than run approximately.
+//! and only CPU tensor-buffer overrides (enough for `--n-cpu-moe`). Several
+//! GPUs get llama.cpp's default split by free memory, which is what the
+//! planner assumes (the accounting cross-check would catch a difference);
+//! `--no-repack` cannot be executed and is refused here, with the reason,
+//! rather than run approximately.
 
 use std::ffi::CString;
 use std::num::NonZeroU32;
@@ -21,6 +22,9 @@ use llama_cpp_2::context::params::LlamaContextParams;
 use llama_cpp_2::model::params::{LlamaModelParams, LlamaSplitMode};
 
 use crate::llama::{AccountingParams, FlashAttn, SplitMode, TensorOverride};
+
+/// Why `--no-repack` cannot be run.
+pub const NO_REPACK: &str = "--no-repack cannot be run by this build: llama-cpp-2 0.1.160 cannot turn off llama.cpp's CPU repacking (plan --no-repack still plans it for llama.cpp's own tools)";
 
 /// llama.cpp's pattern for the MoE expert tensors of layer `il` (`--n-cpu-moe`).
 #[must_use]
@@ -67,17 +71,10 @@ pub fn spec_for(plan: &Plan, settings: &Settings, threads: i32) -> Result<Accoun
         })
         .collect();
     if !plan.settings.repack {
-        if plan.n_gpu_layers > 0 {
-            bail!(
-                "--no-repack with GPU layers cannot be run exactly by this build (llama-cpp-2 cannot turn off llama.cpp's extra buffer types); drop --no-repack or use -ngl 0"
-            );
-        }
-        // Every tensor in the plain CPU buffer: what use_extra_bufts=false does
-        // on a CPU-only load.
-        p.tensor_overrides.push(TensorOverride {
-            pattern: ".*".into(),
-            buffer_type: "CPU".into(),
-        });
+        // llama-cpp-2 has no setter for use_extra_bufts, and a CPU tensor
+        // override does not help: llama.cpp re-selects the extra buffer types
+        // for tensors overridden to the CPU (tests/run_load.rs shows it).
+        bail!(NO_REPACK);
     }
     Ok(p)
 }

@@ -1,0 +1,144 @@
+//! The runner's load path: the parameters it gives llama.cpp reproduce the
+//! plan exactly (checked with llama.cpp's own accounting), and a load that
+//! cannot get its memory fails with one line naming the allocation.
+
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+use headroom::llama::{AccountingParams, TensorOverride, breakdown};
+use headroom::runner::load;
+use headroom_planner::plan::Settings;
+use headroom_planner::synth::{self, Mix, Shape};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_headroom")
+}
+
+/// `use_extra_bufts = false` cannot be set through llama-cpp-2, and a CPU
+/// override is no substitute: llama.cpp re-selects the extra (repacking)
+/// buffer types for tensors overridden to the CPU. So the runner refuses
+/// `--no-repack` rather than run something else than the plan.
+#[test]
+fn no_repack_cannot_be_run_and_a_cpu_override_would_not_do_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("llama1b.gguf");
+    synth::write_sparse(&path, Shape::Llama1B, Mix::Q4KM).expect("write synthetic model");
+    let hw = headroom_planner::hw::probe(&headroom_planner::hw::ProbeOptions {
+        measure_bandwidth: false,
+        cache_dir: None,
+    });
+    let profile = headroom::commands::load_profile(&path).expect("profile");
+    let plan_with = |repack: bool| {
+        let settings = Settings {
+            n_ctx: Some(2048),
+            repack,
+            ..Settings::default()
+        };
+        let plan = headroom_planner::solve::plan(
+            &profile,
+            &path.display().to_string(),
+            &settings,
+            &hw,
+            headroom_planner::solve::Build { gpu: false },
+        );
+        (plan, settings)
+    };
+    let (plan, settings) = plan_with(false);
+    let err = load::spec_for(&plan, &settings, 2).expect_err("not executable");
+    assert!(format!("{err}").contains("--no-repack"), "{err}");
+
+    let (plan, settings) = plan_with(true);
+    let spec = load::spec_for(&plan, &settings, 2).expect("executable plan");
+    let repacking = breakdown(&spec).expect("accounting");
+    assert!(repacking.get("CPU_REPACK").is_some_and(|r| r.model > 0));
+    let overridden = breakdown(&AccountingParams {
+        tensor_overrides: vec![TensorOverride {
+            pattern: ".*".into(),
+            buffer_type: "CPU".into(),
+        }],
+        ..spec.clone()
+    })
+    .expect("accounting with a CPU override");
+    assert_eq!(
+        overridden.buffers, repacking.buffers,
+        "a CPU override still repacks"
+    );
+    let off = breakdown(&AccountingParams {
+        use_extra_bufts: false,
+        ..spec
+    })
+    .expect("accounting without extra buffer types");
+    assert!(off.get("CPU_REPACK").is_none());
+}
+
+#[test]
+fn n_cpu_moe_patterns_are_llama_cpps() {
+    assert_eq!(
+        load::expert_pattern(3),
+        "blk\\.3\\.ffn_(up|down|gate|gate_up)_(ch|)exps"
+    );
+}
+
+fn demo_model() -> String {
+    if let Ok(p) = std::env::var("HEADROOM_TEST_MODEL") {
+        return p;
+    }
+    let out = Command::new(bin())
+        .arg("demo-model")
+        .output()
+        .expect("run headroom demo-model");
+    assert!(out.status.success(), "demo model unavailable");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn run_with_address_space(limit: u64, force: bool) -> std::process::Output {
+    let model = demo_model();
+    let data = tempfile::tempdir().expect("temp dir");
+    let mut cmd = Command::new(bin());
+    cmd.args([
+        "run", &model, "--raw", "-p", "hi", "-n", "2", "--temp", "0", "-c", "4096",
+    ])
+    .env("HEADROOM_DATA_DIR", data.path());
+    if force {
+        cmd.arg("--force");
+    }
+    // SAFETY: setrlimit is async-signal-safe; nothing else runs in pre_exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let rl = libc::rlimit {
+                rlim_cur: limit,
+                rlim_max: limit,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &raw const rl) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.output().expect("spawn headroom")
+}
+
+/// 700 MiB of address space holds the mapped model and the KV cache but not
+/// the 525 MiB compute buffer llama.cpp reserves for a 512-token batch.
+#[test]
+fn an_allocation_that_fails_is_named_with_its_size() {
+    let refused = run_with_address_space(700 << 20, false);
+    assert_eq!(
+        refused.status.code(),
+        Some(3),
+        "the planner counts RLIMIT_AS"
+    );
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.starts_with("headroom: refused:"), "{stderr}");
+    assert!(stderr.contains("RLIMIT_AS"), "{stderr}");
+
+    let forced = run_with_address_space(700 << 20, true);
+    let stderr = String::from_utf8_lossy(&forced.stderr);
+    assert_eq!(forced.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    assert!(
+        stderr.contains("attempted to allocate") || stderr.contains("failed to allocate"),
+        "{stderr}"
+    );
+    assert!(forced.stdout.is_empty());
+}
