@@ -36,6 +36,8 @@ pub enum Command {
     Plan(PlanArgs),
     /// Run one prompt (from -p, -f or standard input) and stream the answer to stdout.
     Run(RunArgs),
+    /// Chat in the terminal, with memory use and the context always in view.
+    Chat(ChatArgs),
     /// Show the detected hardware (RAM, cgroup and process limits, GPUs, CPU).
     Hw(HwArgs),
     /// Print llama.cpp's own memory accounting for a model (a no_alloc load: no weights are read).
@@ -145,7 +147,7 @@ pub struct ContextArgs {
     /// Read weights into anonymous memory instead of mapping the file.
     #[arg(long = "no-mmap")]
     pub no_mmap: bool,
-    /// Do not repack CPU weights into llama.cpp's CPU_REPACK buffer (saves RAM, costs speed).
+    /// Do not repack CPU weights into llama.cpp's CPU_REPACK buffer (plan only: the runner cannot turn repacking off).
     #[arg(long = "no-repack")]
     pub no_repack: bool,
     /// Safety margin: per GPU (default 512MiB) and for RAM (default 5%, at least 128MiB).
@@ -333,6 +335,20 @@ pub struct RunArgs {
     /// Print one JSON object (text, token counts, speeds, planned and measured memory) instead of the text.
     #[arg(long)]
     pub json: bool,
+    /// Context and placement options.
+    #[command(flatten)]
+    pub ctx: ContextArgs,
+    /// Generation options.
+    #[command(flatten)]
+    pub sampling: GenArgs,
+}
+
+/// `headroom chat`.
+#[derive(Debug, Args)]
+pub struct ChatArgs {
+    /// GGUF file; `demo` or nothing: the demo model.
+    #[arg(value_name = "MODEL")]
+    pub model: Option<String>,
     /// Context and placement options.
     #[command(flatten)]
     pub ctx: ContextArgs,

@@ -162,14 +162,21 @@ pub fn prepare(
         let why = guard::reason(&plan);
         let hint = match guard::nearest_fit(&profile, &path, &settings, &plan, &hw, build) {
             Some(n) => format!(
-                "nearest plan that fits: {} ({}, {} layers on GPU, context {}, peak RAM {})",
+                "nearest plan that fits: {} ({}, {}context {}, peak RAM {})",
                 n.change,
                 n.plan.verdict.as_str(),
-                n.plan.n_gpu_layers,
+                if n.plan.n_gpu_layers > 0 {
+                    format!("{} layers on GPU, ", n.plan.n_gpu_layers)
+                } else {
+                    String::new()
+                },
                 n.plan.n_ctx,
                 format_size(n.plan.ram.peak_bytes)
             ),
-            None => "no smaller context, quantized KV cache or smaller quantization found next to it fits either".into(),
+            None => format!(
+                "nothing smaller fits either: at -c 256 with a q8_0 KV cache, {}",
+                guard::floor_reason(&profile, &path, &settings, &hw, build)
+            ),
         };
         eprintln!("headroom: refused: does not fit: {why}; {hint}; --force loads anyway");
         return Ok(Prepared::Refused(ExitCode::from(EXIT_DOES_NOT_FIT)));

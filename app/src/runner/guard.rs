@@ -139,6 +139,33 @@ fn smaller_quantization(
     })
 }
 
+/// Why even the smallest plan (context 256, q8_0 KV cache, headroom's choice
+/// of GPU layers) does not fit: the floor this model needs here.
+#[must_use]
+pub fn floor_reason(
+    profile: &ModelProfile,
+    path: &Path,
+    settings: &Settings,
+    hw: &HardwareSnapshot,
+    build: Build,
+) -> String {
+    let s = Settings {
+        n_ctx: Some(256),
+        n_gpu_layers: None,
+        cache_type_k: GgmlType::Q8_0,
+        cache_type_v: GgmlType::Q8_0,
+        flash_attn: FlashAttn::On,
+        ..settings.clone()
+    };
+    reason(&solve::plan(
+        profile,
+        &path.display().to_string(),
+        &s,
+        hw,
+        build,
+    ))
+}
+
 /// One device's planned bytes next to llama.cpp's accounting of the same load.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeviceCheck {
