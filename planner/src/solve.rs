@@ -325,7 +325,7 @@ pub fn plan(
     if ok
         && s.n_ctx.is_none()
         && ctx < *steps.last().unwrap_or(&ctx)
-        && let Some(hint) = kv_quant_hint(p, s, ngl, n_cpu_moe, &steps, &m)
+        && let Some(hint) = kv_quant_hint(p, s, ngl, n_cpu_moe, ctx, &steps, &m)
     {
         warnings.push(hint);
     }
@@ -417,6 +417,7 @@ fn kv_quant_hint(
     s: &Settings,
     ngl: u32,
     moe: u32,
+    current: u32,
     steps: &[u32],
     m: &Machine,
 ) -> Option<Warning> {
@@ -430,7 +431,7 @@ fn kv_quant_hint(
     let best = steps
         .iter()
         .copied()
-        .filter(|&c| fits(&eval(p, &q, c, &placement(m, ngl, moe), m), m))
+        .filter(|&c| c > current && fits(&eval(p, &q, c, &placement(m, ngl, moe), m), m))
         .max()?;
     Some(Warning {
         code: "context_limited".into(),
