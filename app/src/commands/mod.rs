@@ -2,6 +2,7 @@
 //! mapping from errors to exit codes.
 
 mod accounting;
+pub mod chat;
 mod hw;
 mod plan;
 pub mod run;
@@ -33,6 +34,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Plan(args) => plan::run(&args, &cli.machine),
         Command::Run(args) => run::run(&args, &cli.machine, cli.verbose),
+        Command::Chat(args) => chat::run(&args, &cli.machine, cli.verbose),
         Command::Hw(args) => hw::run(&args, &cli.machine),
         Command::LlamaAccounting(args) => accounting::run(&args),
         Command::DemoModel => {
