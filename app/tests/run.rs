@@ -1,0 +1,26 @@
+//! End-to-end tests of `headroom run` on the real binary and the real test
+//! model (issue #3's acceptance): the same text twice at `--temp 0`, the
+//! `--json` object against `plan --json`, measured against planned RAM peaks
+//! (the demo model and a synthetic 1B llama), refusals that read no weights,
+//! Ctrl-C, bad usage, `--stop`, and the calibration `plan` shows afterwards.
+//!
+//! Every test gets its own `HEADROOM_DATA_DIR`, so the calibration log never
+//! touches the user's. Model runs take a lock and run one at a time.
+//!
+//! Run with `cargo test --release -p headroom --test run` (`-- --nocapture`
+//! prints the memory table).
+
+#[path = "run/calibration.rs"]
+mod calibration;
+#[path = "run/interrupt.rs"]
+mod interrupt;
+#[path = "run/memory.rs"]
+mod memory;
+#[path = "run/output.rs"]
+mod output;
+#[path = "run/refuse.rs"]
+mod refuse;
+#[path = "run/support.rs"]
+mod support;
+#[path = "run/usage.rs"]
+mod usage;
