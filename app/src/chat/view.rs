@@ -10,7 +10,7 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph};
+use ratatui::widgets::{Block, BorderType, Borders, Clear, Padding, Paragraph};
 
 use super::markdown::{self, width};
 use super::state::{App, CONTEXT_WARN, CachedLines, Entry, Mode, Notice, Role, Turn, TurnState};
@@ -233,10 +233,8 @@ fn render_input(app: &App, frame: &mut Frame, area: Rect) {
         .border_type(BorderType::Rounded)
         .border_style(theme.dim());
     let hint = match &app.mode {
-        Mode::Refused {
-            nearest: Some(_), ..
-        } => " Enter starts the nearest plan · q quits ",
-        Mode::Refused { .. } | Mode::Failed => " q, Ctrl+C or /quit leaves ",
+        Mode::Refused { .. } => "",
+        Mode::Failed => " Ctrl+C, Ctrl+D or /quit leaves ",
         Mode::Streaming => " streaming · Esc stops ",
         Mode::Loading(_) => " loading · Enter queues the message ",
         Mode::Idle if app.scroll.is_some() => " PgUp/PgDn scroll · End follows ",
@@ -245,14 +243,15 @@ fn render_input(app: &App, frame: &mut Frame, area: Rect) {
     let block = block.title_bottom(Line::from(Span::styled(hint, theme.dim())).right_aligned());
     if let Mode::Refused { nearest, .. } = &app.mode {
         let text = match nearest {
-            Some(n) => format!("refused: does not fit · nearest plan that fits: {n}"),
-            None => "refused: does not fit, and no nearby plan fits either".to_string(),
+            Some(_) => "Enter starts the nearest plan that fits (above) · q or Esc quits",
+            None => "nothing nearby fits · q or Esc quits",
         };
-        let p =
-            Paragraph::new(Line::from(Span::styled(text, theme.notice(Level::Error)))).block(block);
+        let p = Paragraph::new(Line::from(Span::styled(text, theme.notice(Level::Error))))
+            .block(block.padding(Padding::horizontal(1)));
         frame.render_widget(p, area);
         return;
     }
+    let block = block.padding(Padding::horizontal(1));
     let inner = block.inner(area);
     frame.render_widget(block, area);
     frame.render_widget(&app.input, inner);
@@ -386,7 +385,7 @@ fn render_status(app: &App, frame: &mut Frame, area: Rect) {
     if app.ctx.fill() >= CONTEXT_WARN && matches!(app.mode, Mode::Idle | Mode::Streaming) {
         second.push(Span::styled(
             format!(
-                "context {:.0}% full: oldest turns go next",
+                "{:.0}% full · oldest turns drop next",
                 app.ctx.fill() * 100.0
             ),
             theme.gauge(app.ctx.fill(), CONTEXT_WARN),
