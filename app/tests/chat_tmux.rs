@@ -1,0 +1,331 @@
+//! `headroom chat` end to end, in a real terminal: tmux runs the binary on the
+//! real test model (80×24), the test types with `send-keys` and reads the
+//! screen with `capture-pane`.
+//!
+//! It sends a message and sees the reply stream with the status bar; types
+//! while the reply streams (those key presses are timed by the chat itself,
+//! through `HEADROOM_CHAT_LATENCY_LOG`: key read → frame drawn); stops the
+//! reply with Esc; saves the conversation as JSON and Markdown and checks the
+//! files; quits with Ctrl+D; and checks the terminal was given back (the
+//! shell's screen again, no alternate screen, no mouse reporting, canonical
+//! mode and echo on).
+//!
+//! The demo model is a base model, so nothing here depends on what it says.
+//! Run alone with `cargo test --release -p headroom --test chat_tmux -- --nocapture`
+//! to see the latency figures.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// A tmux server of our own (its own socket), killed when dropped.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn start(env: &[(&str, &Path)]) -> Tmux {
+        let socket = format!("headroom-chat-test-{}", std::process::id());
+        let t = Tmux { socket };
+        let mut cmd = Command::new("tmux");
+        cmd.args(["-L", &t.socket, "-f", "/dev/null", "new-session", "-d"])
+            .args(["-x", "80", "-y", "24", "-s", "chat"])
+            .arg("bash --norc --noprofile")
+            .env_remove("NO_COLOR")
+            .env_remove("RUST_LOG");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let status = cmd.status().unwrap_or_else(|e| {
+            panic!("tmux is needed for this test (scripts/setup.sh installs it): {e}")
+        });
+        assert!(status.success(), "tmux new-session failed");
+        // Esc must reach the program at once, not wait for a possible Alt sequence.
+        t.tmux(&["set", "-s", "escape-time", "0"]);
+        t
+    }
+
+    fn tmux(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .args(["-L", &self.socket])
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("tmux {args:?}: {e}"));
+        assert!(
+            out.status.success(),
+            "tmux {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Type text literally.
+    fn type_text(&self, text: &str) {
+        self.tmux(&["send-keys", "-t", "chat", "-l", text]);
+    }
+
+    /// Press named keys (`Enter`, `Escape`, `C-d`).
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "chat"];
+        args.extend_from_slice(keys);
+        self.tmux(&args);
+    }
+
+    fn screen(&self) -> String {
+        self.tmux(&["capture-pane", "-p", "-t", "chat"])
+    }
+
+    fn flag(&self, name: &str) -> String {
+        self.tmux(&["display", "-p", "-t", "chat", &format!("#{{{name}}}")])
+            .trim()
+            .to_string()
+    }
+
+    /// Wait until the screen satisfies `ok`; on timeout, fail with the screen
+    /// and the chat's log.
+    fn wait_for(&self, what: &str, secs: u64, log: &Path, ok: impl Fn(&str) -> bool) -> String {
+        let t0 = Instant::now();
+        loop {
+            let s = self.screen();
+            if ok(&s) {
+                return s;
+            }
+            if t0.elapsed() > Duration::from_secs(secs) {
+                let log = std::fs::read_to_string(log).unwrap_or_default();
+                panic!(
+                    "timed out after {secs} s waiting for {what}; screen:\n{s}\nchat log:\n{log}"
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .output();
+    }
+}
+
+fn model() -> PathBuf {
+    if let Some(p) = std::env::var_os("HEADROOM_TEST_MODEL") {
+        return PathBuf::from(p);
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_headroom"))
+        .arg("demo-model")
+        .output()
+        .expect("headroom demo-model runs");
+    assert!(
+        out.status.success(),
+        "demo-model: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// The lines of the last reply under the model's header line.
+fn reply_lines(screen: &str, model: &str) -> Vec<String> {
+    let lines: Vec<&str> = screen.lines().collect();
+    let Some(at) = lines.iter().rposition(|l| l.trim_end() == model) else {
+        return Vec::new();
+    };
+    lines[at + 1..]
+        .iter()
+        .take_while(|l| l.starts_with("  "))
+        .map(|l| l.trim().to_string())
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+/// Tokens in the context, from the status bar (`ctx ███░░ 123/2048`).
+fn ctx_used(screen: &str) -> usize {
+    screen
+        .lines()
+        .find(|l| l.starts_with(" ctx "))
+        .and_then(|l| l.split_whitespace().find(|w| w.contains('/')))
+        .and_then(|w| w.split('/').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+#[test]
+fn chat_in_a_real_terminal() {
+    let model = model();
+    let stem = model
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .expect("model file name");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let latency = dir.path().join("latency.log");
+    let log = dir.path().join("chat.log");
+    let tmux = Tmux::start(&[
+        ("HEADROOM_CHAT_LATENCY_LOG", &latency),
+        ("HEADROOM_CHAT_LOG", &log),
+    ]);
+
+    // Start: the shell's screen shows the command line; the chat takes over.
+    // --ignore-eos keeps the reply going until Esc stops it.
+    let cmd = format!(
+        "cd {} && {} chat {} -c 2048 --ignore-eos --seed 7; echo EXIT=$?",
+        dir.path().display(),
+        env!("CARGO_BIN_EXE_headroom"),
+        model.display()
+    );
+    tmux.wait_for("the shell's prompt", 10, &log, |s| !s.trim().is_empty());
+    tmux.type_text(&cmd);
+    tmux.keys(&["Enter"]);
+    let s = tmux.wait_for("the model to load", 180, &log, |s| {
+        s.contains("· loaded in")
+    });
+    assert_eq!(
+        tmux.flag("alternate_on"),
+        "1",
+        "the chat uses the alternate screen"
+    );
+    assert!(
+        s.contains(" RAM ") && s.contains(" ctx "),
+        "status bar:\n{s}"
+    );
+    assert!(s.contains("plan: fits"), "banner:\n{s}");
+
+    // A message; the reply streams, the status bar shows the live speed.
+    tmux.type_text("Hello there");
+    tmux.keys(&["Enter"]);
+    // The live speed appears with the first streamed text.
+    let s = tmux.wait_for("a streamed reply", 60, &log, |s| s.contains("tok/s ▸"));
+    assert!(s.contains("streaming · Esc stops"), "{s}");
+    // The reply shows under the model's name (unless it already scrolled
+    // past the top, which takes more lines still).
+    let header = s.lines().any(|l| l.trim_end() == stem);
+    assert!(
+        !header || !reply_lines(&s, &stem).is_empty(),
+        "reply text:\n{s}"
+    );
+    let first = ctx_used(&s);
+
+    // Type while it streams: each key press is timed by the chat.
+    for c in "/save conversation.json".chars() {
+        tmux.type_text(&c.to_string());
+        std::thread::sleep(Duration::from_millis(60));
+    }
+    let s = tmux.screen();
+    assert!(
+        s.contains("/save conversation.json"),
+        "typed text shows while streaming:\n{s}"
+    );
+    assert!(
+        s.contains("streaming · Esc stops"),
+        "still streaming after typing:\n{s}"
+    );
+    let later = ctx_used(&s);
+    assert!(
+        later > first,
+        "the reply grew while typing: {first} -> {later} tokens"
+    );
+
+    // Esc stops it.
+    let t_esc = Instant::now();
+    tmux.keys(&["Escape"]);
+    let s = tmux.wait_for("the reply to stop", 10, &log, |s| s.contains("[stopped]"));
+    let stop_ms = t_esc.elapsed().as_millis();
+    assert!(s.contains("Enter sends"), "idle again:\n{s}");
+
+    // Save (the command typed during the reply), then Markdown too.
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("the JSON save", 10, &log, |s| {
+        s.contains("saved 2 messages to conversation.json")
+    });
+    tmux.type_text("/save conversation.md");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("the Markdown save", 10, &log, |s| {
+        s.contains("saved 2 messages to conversation.md")
+    });
+    let json = std::fs::read_to_string(dir.path().join("conversation.json")).expect("JSON saved");
+    let v: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+    let msgs = v["messages"].as_array().expect("messages");
+    assert_eq!(msgs.len(), 2, "{json}");
+    assert_eq!(msgs[0]["role"], "user");
+    assert_eq!(msgs[0]["content"], "Hello there");
+    assert_eq!(msgs[1]["role"], "assistant");
+    let reply = msgs[1]["content"].as_str().expect("reply text");
+    assert!(
+        !reply.trim().is_empty(),
+        "the stopped reply is saved: {json}"
+    );
+    assert_eq!(v["model"], stem.as_str());
+    let md = std::fs::read_to_string(dir.path().join("conversation.md")).expect("Markdown saved");
+    assert!(md.contains("## You\n\nHello there\n"), "{md}");
+    assert!(
+        md.contains(&format!("## {stem}\n\n{}", reply.trim_end())),
+        "{md}"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("dir")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".tmp-"))
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+
+    // Quit; the terminal is the shell's again.
+    tmux.keys(&["C-d"]);
+    let s = tmux.wait_for("the chat to exit", 20, &log, |s| {
+        s.lines().any(|l| l.starts_with("EXIT="))
+    });
+    assert!(s.contains("EXIT=0"), "exit status:\n{s}");
+    assert!(s.contains("chat ended; peak RSS"), "{s}");
+    let first_line = s.lines().next().unwrap_or_default();
+    assert!(
+        first_line.contains(" cd "),
+        "the shell's screen is back:\n{s}"
+    );
+    assert_eq!(tmux.flag("alternate_on"), "0", "alternate screen left");
+    assert_eq!(tmux.flag("mouse_any_flag"), "0", "mouse reporting off");
+    tmux.type_text(
+        "stty -a | tr -s ' ;' '\\n' | grep -xE -- '-?(icanon|echo)' | tr '\\n' ' '; echo",
+    );
+    tmux.keys(&["Enter"]);
+    let s = tmux.wait_for("stty", 10, &log, |s| {
+        s.contains("icanon echo") || s.contains("-icanon") || s.contains("-echo")
+    });
+    assert!(
+        s.contains("icanon echo") && !s.contains("-icanon") && !s.contains("-echo "),
+        "tty modes restored:\n{s}"
+    );
+
+    // Key-to-frame latency while the reply streamed.
+    let text = std::fs::read_to_string(&latency).expect("latency log written");
+    let mut streaming: Vec<f64> = text
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter(|(flag, _)| *flag == "1")
+        .filter_map(|(_, us)| us.parse::<f64>().ok())
+        .map(|us| us / 1000.0)
+        .collect();
+    streaming.sort_by(f64::total_cmp);
+    assert!(
+        streaming.len() >= 20,
+        "key presses timed while streaming: {} ({text})",
+        streaming.len()
+    );
+    let (p50, p90, max) = (
+        percentile(&streaming, 0.5),
+        percentile(&streaming, 0.9),
+        percentile(&streaming, 1.0),
+    );
+    println!(
+        "key press → frame while streaming: {} presses, median {p50:.2} ms, p90 {p90:.2} ms, max {max:.2} ms; Esc → [stopped] on screen {stop_ms} ms (tmux polling included)",
+        streaming.len()
+    );
+    assert!(
+        p90 <= 50.0,
+        "90% of key presses within 50 ms: median {p50:.2}, p90 {p90:.2}, max {max:.2} ms"
+    );
+}
