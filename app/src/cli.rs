@@ -233,22 +233,52 @@ pub struct PlanArgs {
 #[derive(Debug, Clone, Args)]
 pub struct GenArgs {
     /// Temperature; 0 is greedy and deterministic.
-    #[arg(long, value_name = "T", default_value_t = 0.8)]
+    #[arg(
+        long,
+        value_name = "T",
+        default_value_t = 0.8,
+        allow_negative_numbers = true
+    )]
     pub temp: f32,
     /// Top-k sampling (0 = off).
-    #[arg(long = "top-k", value_name = "N", default_value_t = 40)]
+    #[arg(
+        long = "top-k",
+        value_name = "N",
+        default_value_t = 40,
+        allow_negative_numbers = true
+    )]
     pub top_k: i32,
     /// Top-p (nucleus) sampling (1.0 = off).
-    #[arg(long = "top-p", value_name = "P", default_value_t = 0.95)]
+    #[arg(
+        long = "top-p",
+        value_name = "P",
+        default_value_t = 0.95,
+        allow_negative_numbers = true
+    )]
     pub top_p: f32,
     /// Min-p sampling (0.0 = off).
-    #[arg(long = "min-p", value_name = "P", default_value_t = 0.05)]
+    #[arg(
+        long = "min-p",
+        value_name = "P",
+        default_value_t = 0.05,
+        allow_negative_numbers = true
+    )]
     pub min_p: f32,
     /// Penalty for repeating the last --repeat-last-n tokens (1.0 = off).
-    #[arg(long = "repeat-penalty", value_name = "X", default_value_t = 1.0)]
+    #[arg(
+        long = "repeat-penalty",
+        value_name = "X",
+        default_value_t = 1.0,
+        allow_negative_numbers = true
+    )]
     pub repeat_penalty: f32,
     /// Tokens the repeat penalty looks back over.
-    #[arg(long = "repeat-last-n", value_name = "N", default_value_t = 64)]
+    #[arg(
+        long = "repeat-last-n",
+        value_name = "N",
+        default_value_t = 64,
+        allow_negative_numbers = true
+    )]
     pub repeat_last_n: i32,
     /// Random seed (default: a random one).
     #[arg(long, value_name = "N")]

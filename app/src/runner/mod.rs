@@ -392,6 +392,15 @@ impl Session<'_> {
             if !opts.ignore_eos && vocab.is_eog(token) {
                 break StopReason::EndOfGeneration;
             }
+            // Control tokens print as nothing, so a stop string that is one
+            // (`<|im_end|>` where it is not an end-of-generation token) is
+            // matched on the token itself.
+            if vocab.is_control(token) {
+                let text = self.engine.token_text(token);
+                if opts.stop.iter().any(|s| *s == text) {
+                    break StopReason::StopString;
+                }
+            }
             out.tokens_generated += 1;
             let piece = utf8.push(&vocab.token_to_piece(token, false, None));
             let mut stop_now = false;
