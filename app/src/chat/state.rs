@@ -84,9 +84,11 @@ impl PlanInfo {
                 .collect(),
             est_decode_tps: plan.est_decode_tokens_per_s,
             summary: crate::render::summary(plan),
+            // A refusal shows its reason on its own.
             warnings: plan
                 .warnings
                 .iter()
+                .filter(|w| w.code != "does_not_fit")
                 .map(|w| w.message.clone())
                 .chain(extra_warnings)
                 .collect(),
@@ -314,10 +316,7 @@ impl App {
                     Level::Info,
                     format!("nearest plan that fits: {n}\nEnter starts it; q or Esc quits"),
                 ),
-                None => Notice::new(
-                    Level::Info,
-                    "no smaller context, quantized KV cache or smaller quantization next to it fits either; q or Esc quits",
-                ),
+                None => Notice::new(Level::Info, "q or Esc quits"),
             }));
         }
         let ctx = ContextUse {

@@ -294,13 +294,20 @@ fn render_status(app: &App, frame: &mut Frame, area: Rect) {
         // ru_maxrss and statm are read at different moments; the peak is never below now.
         let peak = app.usage.peak.max(app.usage.rss);
         let over = peak > p.ram_planned;
+        // Yellow from 90% of the budget, red over it.
+        let fill = app.usage.rss as f64 / p.ram_budget.max(1) as f64;
+        let rss_style = match fill {
+            f if f > 1.0 => theme.gauge(1.0, 0.9),
+            f if f >= 0.9 => theme.gauge(0.9, 0.9),
+            _ => bar,
+        };
         mem.push(Span::styled(
             format!(
                 "{} / {}",
                 compact_size(app.usage.rss),
                 compact_size(p.ram_budget)
             ),
-            bar,
+            rss_style,
         ));
         mem.push(Span::styled(
             format!(
@@ -308,8 +315,9 @@ fn render_status(app: &App, frame: &mut Frame, area: Rect) {
                 compact_size(peak),
                 compact_size(p.ram_planned)
             ),
+            // Above the plan is a miss of the prediction: a warning, not danger.
             if over {
-                theme.gauge(1.0, CONTEXT_WARN)
+                theme.gauge(CONTEXT_WARN, CONTEXT_WARN)
             } else {
                 bar
             },
@@ -322,9 +330,19 @@ fn render_status(app: &App, frame: &mut Frame, area: Rect) {
             .vram
             .get(i)
             .map_or_else(|| "…".to_string(), |b| compact_size(*b));
+        let fill = app
+            .usage
+            .vram
+            .get(i)
+            .map_or(0.0, |b| *b as f64 / g.budget.max(1) as f64);
+        let style = match fill {
+            f if f > 1.0 => theme.gauge(1.0, 0.9),
+            f if f >= 0.9 => theme.gauge(0.9, 0.9),
+            _ => bar,
+        };
         mem.push(Span::styled(
             format!("GPU{i} {used} / {}", compact_size(g.budget)),
-            bar,
+            style,
         ));
     }
     if p.gpus.is_empty() {

@@ -194,8 +194,14 @@ pub fn decide(
     let mut plan = solve::plan(&profile, &path.display().to_string(), &settings, &hw, build);
     plan.llama_cpp = llama_cpp_version();
     if !plan.verdict.fits() && !gen_args.force {
-        let reason = guard::reason(&plan);
+        let mut reason = guard::reason(&plan);
         let nearest = guard::nearest_fit(&profile, path, &settings, &plan, &hw, build);
+        if nearest.is_none() {
+            reason = format!(
+                "{reason}; nothing smaller fits either: at -c 256 with a q8_0 KV cache, {}",
+                guard::floor_reason(&profile, path, &settings, &hw, build)
+            );
+        }
         return Ok(Decision::Refused(Box::new(Refusal {
             plan,
             reason,
