@@ -163,20 +163,32 @@ pub fn spawn_input(tx: SyncSender<Event>, stop: Arc<AtomicBool>) -> Result<JoinH
 
 /// Samples memory use about once a second, until `stop` is set or the
 /// channel closes. NVML is slow to open, so this never runs on the UI thread.
+/// NVML reports what a GPU holds for every process: `vram_before` (the use
+/// before the model was loaded) is subtracted, leaving what the chat added.
 ///
 /// # Errors
 /// The thread cannot be started.
-pub fn spawn_monitor(tx: SyncSender<Event>, stop: Arc<AtomicBool>) -> Result<JoinHandle<()>> {
+pub fn spawn_monitor(
+    tx: SyncSender<Event>,
+    stop: Arc<AtomicBool>,
+    vram_before: Vec<u64>,
+) -> Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name("chat-monitor".into())
         .spawn(move || {
-            let gpus = !crate::measure::vram_used_bytes().is_empty();
+            let gpus = !vram_before.is_empty();
             while !stop.load(Ordering::Relaxed) {
                 let usage = Usage {
                     rss: crate::measure::rss_bytes(),
                     peak: crate::measure::peak_rss_bytes(),
                     vram: if gpus {
                         crate::measure::vram_used_bytes()
+                            .iter()
+                            .enumerate()
+                            .map(|(i, b)| {
+                                b.saturating_sub(vram_before.get(i).copied().unwrap_or(0))
+                            })
+                            .collect()
                     } else {
                         Vec::new()
                     },

@@ -99,13 +99,15 @@ struct Runtime {
 /// # Errors
 /// The terminal cannot be set up or drawn on, or a thread cannot start.
 pub fn run(mut app: App, start: Start, opts: &Options) -> Result<Outcome> {
+    // Before anything loads: the GPUs' use by others.
+    let vram_before = crate::measure::vram_used_bytes();
     let (guard, mut terminal) = TerminalGuard::enter(opts.log.as_deref())?;
     let size = terminal.size().context("reading the terminal size")?;
     app.size = (size.width, size.height);
     let (tx, rx) = sync_channel(event::CHANNEL_CAPACITY);
     let stop_threads = Arc::new(AtomicBool::new(false));
     let input = event::spawn_input(tx.clone(), stop_threads.clone())?;
-    let monitor = event::spawn_monitor(tx.clone(), stop_threads.clone())?;
+    let monitor = event::spawn_monitor(tx.clone(), stop_threads.clone(), vram_before)?;
     let mut rt = Runtime {
         tx,
         cancel: Arc::new(AtomicBool::new(false)),

@@ -124,7 +124,8 @@ pub struct Usage {
     pub rss: u64,
     /// Peak resident set so far (`ru_maxrss`).
     pub peak: u64,
-    /// GPU memory in use, per GPU (device-wide).
+    /// GPU memory the chat added since it started, per GPU (device-wide use
+    /// now less the use before the load).
     pub vram: Vec<u64>,
 }
 

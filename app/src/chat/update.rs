@@ -314,7 +314,7 @@ impl App {
                 .get(i)
                 .map_or_else(|| "?".to_string(), |b| format_size(*b));
             lines.push(format!(
-                "GPU {i}    {} · planned {} · in use {now} · budget {}",
+                "GPU {i}    {} · planned {} · held by the chat {now} · budget {}",
                 g.name,
                 format_size(g.planned),
                 format_size(g.budget)
