@@ -16,7 +16,12 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+/// One chat at a time: two models decoding at once on a small machine would
+/// distort the latency figures.
+static SERIAL: Mutex<()> = Mutex::new(());
 
 /// A tmux server of our own (its own socket), killed when dropped.
 struct Tmux {
@@ -24,8 +29,8 @@ struct Tmux {
 }
 
 impl Tmux {
-    fn start(env: &[(&str, &Path)]) -> Tmux {
-        let socket = format!("headroom-chat-test-{}", std::process::id());
+    fn start(name: &str, env: &[(&str, &Path)]) -> Tmux {
+        let socket = format!("headroom-chat-{name}-{}", std::process::id());
         let t = Tmux { socket };
         let mut cmd = Command::new("tmux");
         cmd.args(["-L", &t.socket, "-f", "/dev/null", "new-session", "-d"])
@@ -150,13 +155,79 @@ fn ctx_used(screen: &str) -> usize {
         .unwrap_or(0)
 }
 
+/// Processes whose parent is `ppid` (from /proc, no procps needed).
+fn children_of(ppid: i32) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            // /proc/PID/stat: "pid (comm) state ppid ..."; comm may hold spaces.
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|st| {
+                    let after = &st[st.rfind(')')? + 1..];
+                    after.split_whitespace().nth(1)?.parse::<i32>().ok()
+                })
+                == Some(ppid)
+        })
+        .collect()
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i.min(sorted.len() - 1)]
 }
 
+/// Starts `headroom chat MODEL ARGS` from the shell in `dir`, with `echo
+/// EXIT=$?` after it, and waits for the model to load.
+fn launch(tmux: &Tmux, dir: &Path, model: &Path, args: &str, log: &Path) -> String {
+    tmux.wait_for("the shell's prompt", 10, log, |s| !s.trim().is_empty());
+    let cmd = format!(
+        "cd {} && {} chat {} {args}; echo EXIT=$?",
+        dir.display(),
+        env!("CARGO_BIN_EXE_headroom"),
+        model.display()
+    );
+    tmux.type_text(&cmd);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("the model to load", 180, log, |s| s.contains("· loaded in"))
+}
+
+/// Waits for the shell's `EXIT=` line and checks the terminal is the shell's
+/// again: its screen, no alternate screen, no mouse reporting, icanon and echo.
+fn assert_restored(tmux: &Tmux, log: &Path, code: &str) -> String {
+    let s = tmux.wait_for("the chat to exit", 20, log, |s| {
+        s.lines().any(|l| l.starts_with("EXIT="))
+    });
+    assert!(s.contains(&format!("EXIT={code}")), "exit status:\n{s}");
+    let first_line = s.lines().next().unwrap_or_default();
+    assert!(
+        first_line.contains(" cd "),
+        "the shell's screen is back:\n{s}"
+    );
+    assert_eq!(tmux.flag("alternate_on"), "0", "alternate screen left");
+    assert_eq!(tmux.flag("mouse_any_flag"), "0", "mouse reporting off");
+    tmux.type_text(
+        "stty -a | tr -s ' ;' '\\n' | grep -xE -- '-?(icanon|echo)' | tr '\\n' ' '; echo",
+    );
+    tmux.keys(&["Enter"]);
+    let t = tmux.wait_for("stty", 10, log, |s| {
+        s.contains("icanon echo") || s.contains("-icanon") || s.contains("-echo")
+    });
+    assert!(
+        t.contains("icanon echo") && !t.contains("-icanon") && !t.contains("-echo "),
+        "tty modes restored:\n{t}"
+    );
+    s
+}
+
 #[test]
 fn chat_in_a_real_terminal() {
+    let _serial = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let model = model();
     let stem = model
         .file_stem()
@@ -165,25 +236,23 @@ fn chat_in_a_real_terminal() {
     let dir = tempfile::tempdir().expect("temp dir");
     let latency = dir.path().join("latency.log");
     let log = dir.path().join("chat.log");
-    let tmux = Tmux::start(&[
-        ("HEADROOM_CHAT_LATENCY_LOG", &latency),
-        ("HEADROOM_CHAT_LOG", &log),
-    ]);
+    let tmux = Tmux::start(
+        "main",
+        &[
+            ("HEADROOM_CHAT_LATENCY_LOG", &latency),
+            ("HEADROOM_CHAT_LOG", &log),
+        ],
+    );
 
     // Start: the shell's screen shows the command line; the chat takes over.
     // --ignore-eos keeps the reply going until Esc stops it.
-    let cmd = format!(
-        "cd {} && {} chat {} -c 2048 --ignore-eos --seed 7; echo EXIT=$?",
-        dir.path().display(),
-        env!("CARGO_BIN_EXE_headroom"),
-        model.display()
+    let s = launch(
+        &tmux,
+        dir.path(),
+        &model,
+        "-c 2048 --ignore-eos --seed 7",
+        &log,
     );
-    tmux.wait_for("the shell's prompt", 10, &log, |s| !s.trim().is_empty());
-    tmux.type_text(&cmd);
-    tmux.keys(&["Enter"]);
-    let s = tmux.wait_for("the model to load", 180, &log, |s| {
-        s.contains("· loaded in")
-    });
     assert_eq!(
         tmux.flag("alternate_on"),
         "1",
@@ -276,29 +345,8 @@ fn chat_in_a_real_terminal() {
 
     // Quit; the terminal is the shell's again.
     tmux.keys(&["C-d"]);
-    let s = tmux.wait_for("the chat to exit", 20, &log, |s| {
-        s.lines().any(|l| l.starts_with("EXIT="))
-    });
-    assert!(s.contains("EXIT=0"), "exit status:\n{s}");
+    let s = assert_restored(&tmux, &log, "0");
     assert!(s.contains("chat ended; peak RSS"), "{s}");
-    let first_line = s.lines().next().unwrap_or_default();
-    assert!(
-        first_line.contains(" cd "),
-        "the shell's screen is back:\n{s}"
-    );
-    assert_eq!(tmux.flag("alternate_on"), "0", "alternate screen left");
-    assert_eq!(tmux.flag("mouse_any_flag"), "0", "mouse reporting off");
-    tmux.type_text(
-        "stty -a | tr -s ' ;' '\\n' | grep -xE -- '-?(icanon|echo)' | tr '\\n' ' '; echo",
-    );
-    tmux.keys(&["Enter"]);
-    let s = tmux.wait_for("stty", 10, &log, |s| {
-        s.contains("icanon echo") || s.contains("-icanon") || s.contains("-echo")
-    });
-    assert!(
-        s.contains("icanon echo") && !s.contains("-icanon") && !s.contains("-echo "),
-        "tty modes restored:\n{s}"
-    );
 
     // Key-to-frame latency while the reply streamed.
     let text = std::fs::read_to_string(&latency).expect("latency log written");
@@ -328,4 +376,27 @@ fn chat_in_a_real_terminal() {
         p90 <= 50.0,
         "90% of key presses within 50 ms: median {p50:.2}, p90 {p90:.2}, max {max:.2} ms"
     );
+}
+
+#[test]
+fn sigterm_restores_the_terminal() {
+    let _serial = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let model = model();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = dir.path().join("chat.log");
+    let tmux = Tmux::start("sigterm", &[("HEADROOM_CHAT_LOG", &log)]);
+    launch(&tmux, dir.path(), &model, "-c 512", &log);
+    // The chat is the shell's only child.
+    let shell: i32 = tmux.flag("pane_pid").parse().expect("pane pid");
+    let children = children_of(shell);
+    let [pid] = children.as_slice() else {
+        panic!("one child of the shell: {children:?}")
+    };
+    // SAFETY: kill(2) with a pid we just read and a plain signal number.
+    let rc = unsafe { libc::kill(*pid, libc::SIGTERM) };
+    assert_eq!(rc, 0, "kill -TERM {pid}");
+    let s = assert_restored(&tmux, &log, "143");
+    assert!(s.contains("chat ended by a signal"), "{s}");
 }

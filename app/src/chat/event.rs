@@ -36,6 +36,8 @@ pub enum Event {
     Resize(u16, u16),
     /// Memory in use now.
     Usage(Usage),
+    /// The terminal can no longer be read (why), or a signal asked us to end.
+    InputLost(String),
     /// From the model thread.
     Model(ModelEvent),
 }
@@ -83,6 +85,8 @@ pub enum ModelEvent {
     Failed(String),
     /// The context was emptied (`/clear`).
     Cleared,
+    /// The model thread panicked (the message) and has ended.
+    Crashed(String),
 }
 
 /// What the main loop asks of the model thread.
@@ -130,14 +134,14 @@ pub fn spawn_input(tx: SyncSender<Event>, stop: Arc<AtomicBool>) -> Result<JoinH
                     Ok(false) => continue,
                     Ok(true) => {}
                     Err(e) => {
-                        tracing::warn!("reading terminal events: {e}");
+                        let _ = tx.send(Event::InputLost(format!("reading the terminal: {e}")));
                         return;
                     }
                 }
                 let ev = match ct::read() {
                     Ok(ev) => ev,
                     Err(e) => {
-                        tracing::warn!("reading terminal events: {e}");
+                        let _ = tx.send(Event::InputLost(format!("reading the terminal: {e}")));
                         return;
                     }
                 };

@@ -69,6 +69,8 @@ pub enum Outcome {
     Refused,
     /// The model could not be loaded (the reason).
     LoadFailed(String),
+    /// SIGTERM or SIGHUP ended it.
+    Signalled,
 }
 
 /// Where the chat writes.
@@ -88,6 +90,8 @@ struct Worker {
 
 /// Everything the main loop holds besides the app.
 struct Runtime {
+    /// Set by SIGTERM or SIGHUP.
+    ended: Arc<AtomicBool>,
     tx: std::sync::mpsc::SyncSender<Event>,
     cancel: Arc<AtomicBool>,
     worker: Option<Worker>,
@@ -108,7 +112,14 @@ pub fn run(mut app: App, start: Start, opts: &Options) -> Result<Outcome> {
     let stop_threads = Arc::new(AtomicBool::new(false));
     let input = event::spawn_input(tx.clone(), stop_threads.clone())?;
     let monitor = event::spawn_monitor(tx.clone(), stop_threads.clone(), vram_before)?;
+    // SIGTERM and SIGHUP end the chat through the main loop, so the
+    // terminal is restored rather than left raw.
+    let ended = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
+        signal_hook::flag::register(sig, ended.clone()).context("installing signal handlers")?;
+    }
     let mut rt = Runtime {
+        ended,
         tx,
         cancel: Arc::new(AtomicBool::new(false)),
         worker: None,
@@ -145,6 +156,9 @@ pub fn run(mut app: App, start: Start, opts: &Options) -> Result<Outcome> {
         }
     }
     result?;
+    if rt.ended.load(Ordering::Relaxed) {
+        return Ok(Outcome::Signalled);
+    }
     Ok(match &app.mode {
         Mode::Refused { .. } => Outcome::Refused,
         Mode::Failed => Outcome::LoadFailed(last_error(&app).unwrap_or_default()),
@@ -189,7 +203,7 @@ fn main_loop(
             last_draw = Some(now);
             dirty = false;
         }
-        if app.quit {
+        if app.quit || rt.ended.load(Ordering::Relaxed) {
             return Ok(());
         }
         let timeout = match (dirty, last_draw) {

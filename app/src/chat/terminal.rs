@@ -14,8 +14,9 @@ use std::fs::File;
 use std::io::{Stdout, Write, stdout};
 use std::os::fd::AsRawFd;
 use std::path::Path;
-use std::sync::Once;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{Mutex, Once};
+use std::thread::ThreadId;
 
 use anyhow::{Context, Result};
 use crossterm::event::{
@@ -36,6 +37,10 @@ static KEYBOARD_PUSHED: AtomicBool = AtomicBool::new(false);
 /// Standard error's original descriptor while it points at the log; -1 otherwise.
 static SAVED_STDERR: AtomicI32 = AtomicI32::new(-1);
 static HOOK: Once = Once::new();
+/// The thread that draws: only its panics end the chat. A panic elsewhere
+/// (the model thread catches its own) must not pull the screen away while
+/// the chat goes on.
+static UI_THREAD: Mutex<Option<ThreadId>> = Mutex::new(None);
 
 /// The ratatui terminal the chat draws on.
 pub type Tui = Terminal<CrosstermBackend<Stdout>>;
@@ -54,10 +59,16 @@ impl TerminalGuard {
         HOOK.call_once(|| {
             let previous = std::panic::take_hook();
             std::panic::set_hook(Box::new(move |info| {
-                restore();
+                let ui = UI_THREAD.lock().ok().and_then(|t| *t);
+                if ui == Some(std::thread::current().id()) {
+                    restore();
+                }
                 previous(info);
             }));
         });
+        if let Ok(mut t) = UI_THREAD.lock() {
+            *t = Some(std::thread::current().id());
+        }
         let guard = TerminalGuard(());
         if let Some(path) = log {
             redirect_stderr(path)?;

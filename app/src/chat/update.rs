@@ -34,12 +34,19 @@ impl App {
                 self.usage = u;
                 Vec::new()
             }
+            Event::InputLost(why) => {
+                tracing::warn!("{why}; ending the chat");
+                vec![Effect::Quit]
+            }
             Event::Model(m) => self.on_model(m),
         }
     }
 
     fn accepts_input(&self) -> bool {
-        matches!(self.mode, Mode::Idle | Mode::Streaming | Mode::Loading(_))
+        matches!(
+            self.mode,
+            Mode::Idle | Mode::Streaming | Mode::Loading(_) | Mode::Failed
+        )
     }
 
     fn on_key(&mut self, k: KeyEvent) -> Vec<Effect> {
@@ -214,7 +221,14 @@ impl App {
                 );
                 Vec::new()
             }
-            Mode::Refused { .. } | Mode::Failed => Vec::new(),
+            Mode::Failed => {
+                self.notice(
+                    Level::Error,
+                    "no model to answer: /save keeps the conversation, /quit leaves",
+                );
+                Vec::new()
+            }
+            Mode::Refused { .. } => Vec::new(),
         }
     }
 
@@ -444,6 +458,17 @@ impl App {
                 self.notice(Level::Error, e);
             }
             ModelEvent::Cleared => self.ctx.used = 0,
+            ModelEvent::Crashed(what) => {
+                if let Some(t) = self.streaming_turn() {
+                    t.state = TurnState::Failed;
+                }
+                self.mode = Mode::Failed;
+                self.live_tps = None;
+                self.notice(
+                    Level::Error,
+                    format!("the model thread stopped: {what}; /save keeps the conversation, /quit leaves"),
+                );
+            }
         }
         Vec::new()
     }

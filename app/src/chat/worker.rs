@@ -51,7 +51,19 @@ pub fn spawn(
     let (tx, rx) = std::sync::mpsc::channel();
     let handle = std::thread::Builder::new()
         .name("chat-model".into())
-        .spawn(move || serve(&cfg, &events, &stop, &rx))
+        .spawn(move || {
+            // A panic in llama-cpp-2 or below ends this thread, not the chat:
+            // the screen says so and the person can still save and quit.
+            let run = std::panic::AssertUnwindSafe(|| serve(&cfg, &events, &stop, &rx));
+            if let Err(p) = std::panic::catch_unwind(run) {
+                let what = p
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_string())
+                    .or_else(|| p.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                let _ = events.send(Event::Model(ModelEvent::Crashed(what)));
+            }
+        })
         .context("starting the model thread")?;
     Ok((tx, handle))
 }

@@ -4,7 +4,8 @@
 //! nearest plan that fits, which the person may start from there.
 //!
 //! Exit codes: 0 after quitting, 1 when the model could not be loaded, 2 bad
-//! usage (also: not a terminal), 3 when the person quit at a refusal.
+//! usage (also: not a terminal), 3 when the person quit at a refusal, 143
+//! after SIGTERM or SIGHUP (the terminal is restored first).
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -23,6 +24,9 @@ use crate::cli::{ChatArgs, ContextArgs, GenArgs, MachineArgs};
 use crate::llama::AccountingParams;
 use crate::runner::guard::{self, Nearest};
 use crate::runner::load;
+
+/// Exit code after SIGTERM or SIGHUP (128 + SIGTERM).
+pub const EXIT_SIGNALLED: u8 = 143;
 
 /// Tokens kept free for a reply when old turns are dropped (unless
 /// `--n-predict` says how long replies are).
@@ -125,6 +129,10 @@ pub fn run(args: &ChatArgs, machine: &MachineArgs, _verbose: u8) -> Result<ExitC
             Ok(ExitCode::from(EXIT_DOES_NOT_FIT))
         }
         Outcome::LoadFailed(why) => Err(anyhow::anyhow!("{why}{log_note}")),
+        Outcome::Signalled => {
+            eprintln!("headroom: chat ended by a signal");
+            Ok(ExitCode::from(EXIT_SIGNALLED))
+        }
     }
 }
 
