@@ -43,9 +43,17 @@ pub enum Command {
     /// Print llama.cpp's own memory accounting for a model (a no_alloc load: no weights are read).
     #[command(name = "llama-accounting")]
     LlamaAccounting(LlamaAccountingArgs),
+    /// Rank the catalog's models for this machine (or --ram/--vram/--hw), or lay out every quantization of one.
+    Fit(FitArgs),
     /// Print the path of the demo model, fetching and verifying it first if needed.
     #[command(name = "demo-model")]
     DemoModel,
+    /// Download a model from Hugging Face (org/repo[:QUANT]); without QUANT the planner picks it for this machine.
+    Pull(PullArgs),
+    /// List the models on disk (Hugging Face cache, --models-dir) and whether each fits here.
+    List(ListArgs),
+    /// The model catalog: `catalog refresh` verifies entries against the hub.
+    Catalog(CatalogArgs),
 }
 
 /// Hardware overrides shared by every command.
@@ -304,6 +312,13 @@ pub struct GenArgs {
     /// Load even when the plan says it does not fit.
     #[arg(long)]
     pub force: bool,
+    /// Ask the kernel's OOM killer to prefer (positive) or spare (negative, needs privileges) this process: -1000…1000.
+    #[arg(
+        long = "oom-score-adj",
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    pub oom_score_adj: Option<i32>,
 }
 
 impl GenArgs {
@@ -326,6 +341,12 @@ impl GenArgs {
         }
         if self.top_k < 0 || self.repeat_last_n < -1 {
             bail!("--top-k must be 0 or more, --repeat-last-n -1 or more");
+        }
+        if self
+            .oom_score_adj
+            .is_some_and(|n| !(-1000..=1000).contains(&n))
+        {
+            bail!("--oom-score-adj must be between -1000 and 1000");
         }
         if self.threads == Some(0) {
             bail!("--threads must be at least 1");
@@ -387,6 +408,35 @@ pub struct ChatArgs {
     pub sampling: GenArgs,
 }
 
+/// `headroom fit`.
+#[derive(Debug, Args)]
+pub struct FitArgs {
+    /// A catalog id: every quantization of that model side by side (default: rank the whole catalog).
+    #[arg(value_name = "MODEL")]
+    pub model: Option<String>,
+    /// Only models with this use tag: chat, code, small, reasoning, moe, long-context, base (repeatable: all of them).
+    #[arg(long = "use", value_name = "USE")]
+    pub uses: Vec<String>,
+    /// Only models trained for at least N tokens of context, each planned at N.
+    #[arg(long = "min-ctx", value_name = "N")]
+    pub min_ctx: Option<u32>,
+    /// Only quantizations at most this large to download (e.g. 8GB, 6GiB).
+    #[arg(long = "max-download", value_name = "SIZE")]
+    pub max_download: Option<String>,
+    /// Show only the first N models.
+    #[arg(long = "top", value_name = "N")]
+    pub top: Option<usize>,
+    /// A catalog file to use instead of the built-in models.toml.
+    #[arg(long, value_name = "FILE", env = "HEADROOM_CATALOG")]
+    pub catalog: Option<PathBuf>,
+    /// Print JSON: an array with one object per model (with MODEL: one object with every quantization).
+    #[arg(long)]
+    pub json: bool,
+    /// Context and placement options (every model is planned with them).
+    #[command(flatten)]
+    pub ctx: ContextArgs,
+}
+
 /// `headroom hw`.
 #[derive(Debug, Args)]
 pub struct HwArgs {
@@ -407,6 +457,60 @@ pub struct LlamaAccountingArgs {
     /// Print as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `headroom pull`.
+#[derive(Debug, Args)]
+pub struct PullArgs {
+    /// org/repo[:QUANT], hf.co/org/repo[:QUANT], org/repo:FILE.gguf, or a catalog id[:QUANT].
+    #[arg(value_name = "MODEL")]
+    pub model: String,
+    /// Plan and choose, print what would be downloaded, download nothing.
+    #[arg(long = "dry-run")]
+    pub dry_run: bool,
+    /// Print one JSON object (the choice, why, the plan, the path) instead of the path.
+    #[arg(long)]
+    pub json: bool,
+    /// Context and placement options (the choice is planned with them).
+    #[command(flatten)]
+    pub ctx: ContextArgs,
+}
+
+/// `headroom list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Also list the GGUF files in this folder (repeatable).
+    #[arg(long = "models-dir", value_name = "DIR")]
+    pub models_dir: Vec<PathBuf>,
+    /// Print as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Context and placement options (each model is planned with them).
+    #[command(flatten)]
+    pub ctx: ContextArgs,
+}
+
+/// `headroom catalog`.
+#[derive(Debug, Args)]
+pub struct CatalogArgs {
+    /// What to do with the catalog.
+    #[command(subcommand)]
+    pub command: CatalogCommand,
+}
+
+/// `headroom catalog` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum CatalogCommand {
+    /// Read each entry's files on the hub (listing and GGUF header, no weights) and record them as verified.
+    Refresh(RefreshArgs),
+}
+
+/// `headroom catalog refresh`.
+#[derive(Debug, Args)]
+pub struct RefreshArgs {
+    /// Catalog ids or org/repo[:QUANT] (default: the whole catalog).
+    #[arg(value_name = "MODEL")]
+    pub models: Vec<String>,
 }
 
 /// llama.cpp's multi-letter single-dash flags, and the long forms clap knows.

@@ -32,6 +32,38 @@ pub fn rss_bytes() -> u64 {
     pages * u64::try_from(page).unwrap_or(4096)
 }
 
+/// Set this process's `oom_score_adj` (-1000…1000): how willing the kernel's
+/// OOM killer is to pick it. Lowering it needs `CAP_SYS_RESOURCE`.
+///
+/// # Errors
+/// The kernel refused (with what to do about it), or no `/proc`.
+pub fn set_oom_score_adj(n: i32) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let path = "/proc/self/oom_score_adj";
+    let current: i32 = std::fs::read_to_string(path)
+        .with_context(|| format!("--oom-score-adj: reading {path}"))?
+        .trim()
+        .parse()
+        .unwrap_or(0);
+    match std::fs::write(path, n.to_string()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => anyhow::bail!(
+            "--oom-score-adj {n}: the kernel refused to lower it from {current} (needs root or CAP_SYS_RESOURCE); raising it needs no privileges"
+        ),
+        Err(e) => Err(e).with_context(|| format!("--oom-score-adj {n}: writing {path}")),
+    }
+}
+
+/// This process's `oom_score_adj`, when readable.
+#[must_use]
+pub fn oom_score_adj() -> Option<i32> {
+    std::fs::read_to_string("/proc/self/oom_score_adj")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// Memory in use on each GPU (by every process: NVML reports per device), in
 /// llama.cpp's device order; empty without a GPU.
 #[must_use]
@@ -53,6 +85,14 @@ mod tests {
         let peak = peak_rss_bytes();
         assert!(now > 0, "statm readable on Linux");
         assert!(peak >= now, "peak {peak} < now {now}");
+    }
+
+    #[test]
+    fn raising_the_oom_score_needs_no_privileges() {
+        let before = oom_score_adj().expect("readable");
+        let target = (before + 1).min(1000);
+        set_oom_score_adj(target).expect("raising is always allowed");
+        assert_eq!(oom_score_adj(), Some(target));
     }
 
     #[test]

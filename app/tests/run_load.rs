@@ -142,3 +142,69 @@ fn an_allocation_that_fails_is_named_with_its_size() {
     );
     assert!(forced.stdout.is_empty());
 }
+
+/// Lowering `oom_score_adj` needs privileges: without them `run` stops with
+/// one line saying so, before planning or loading anything. (As root the test
+/// drops to `nobody` first.)
+#[test]
+fn lowering_the_oom_score_without_privileges_is_a_clear_error() {
+    let mut cmd = Command::new(bin());
+    cmd.args([
+        "run",
+        "--raw",
+        "-p",
+        "hi",
+        "-n",
+        "1",
+        "--oom-score-adj",
+        "-500",
+    ])
+    .env("HEADROOM_DATA_DIR", std::env::temp_dir());
+    // SAFETY: getuid/setgid/setuid are async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::getuid() == 0 && (libc::setgid(65534) != 0 || libc::setuid(65534) != 0) {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = cmd.output().expect("spawn headroom");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("--oom-score-adj -500"), "{stderr}");
+    assert!(stderr.contains("CAP_SYS_RESOURCE"), "{stderr}");
+}
+
+#[test]
+fn out_of_range_oom_scores_are_bad_usage() {
+    let out = Command::new(bin())
+        .args(["run", "--raw", "-p", "hi", "--oom-score-adj", "1001"])
+        .output()
+        .expect("spawn headroom");
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// At the plan's allocated total plus a margin of address space the run
+/// completes: the limit the planner counts is the one that matters.
+#[test]
+fn the_plans_allocated_total_is_enough_address_space() {
+    let model = demo_model();
+    let plan = Command::new(bin())
+        .args(["plan", &model, "-c", "4096", "--json"])
+        .output()
+        .expect("plan");
+    let v: serde_json::Value = serde_json::from_slice(&plan.stdout).expect("plan json");
+    let allocated = v["ram"]["allocated_bytes"]
+        .as_u64()
+        .expect("allocated_bytes");
+    // Margin: the planner's own RAM margin floor (128 MiB).
+    let out = run_with_address_space(allocated + (128 << 20), false);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "limit {allocated}+128MiB: {stderr}"
+    );
+}

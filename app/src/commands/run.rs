@@ -38,6 +38,9 @@ pub fn run(args: &RunArgs, machine: &MachineArgs, verbose: u8) -> Result<ExitCod
     let prompt = read_prompt(args)?;
     let choice = template_choice(&args.sampling, args.raw)?;
     let interrupted = interrupt_flag()?;
+    if let Some(n) = args.sampling.oom_score_adj {
+        measure::set_oom_score_adj(n)?;
+    }
 
     let prepared = match prepare(args.model.as_deref(), &args.ctx, &args.sampling, machine)? {
         Prepared::Ready(p) => p,
