@@ -166,7 +166,9 @@ if ! have_sources; then
   log "fetching llama-cpp-python $LCP_VERSION's sdist for llama.cpp's tool sources"
   dl="$(mktemp -d)"
   trap 'rm -rf "$dl"' EXIT
-  python3 -m pip download --quiet --no-deps --no-binary :all: \
+  # The sdist only: `--no-binary :all:` would also build pip's metadata step's
+  # own build dependencies from source (minutes instead of seconds).
+  python3 -m pip download --quiet --no-deps --no-binary llama-cpp-python \
     "llama-cpp-python==$LCP_VERSION" -d "$dl" >&2 ||
     die "pip could not download llama-cpp-python==$LCP_VERSION"
   sdist="$dl/llama_cpp_python-$LCP_VERSION.tar.gz"
