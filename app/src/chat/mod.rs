@@ -19,6 +19,7 @@
 pub mod event;
 pub mod markdown;
 pub mod save;
+pub mod slash;
 pub mod state;
 pub mod terminal;
 pub mod theme;
@@ -141,7 +142,9 @@ pub fn run(mut app: App, start: Start, opts: &Options) -> Result<Outcome> {
     rt.cancel.store(true, Ordering::SeqCst);
     stop_threads.store(true, Ordering::SeqCst);
     drop(rx);
-    let _ = input.join();
+    // The input thread is not joined: on a terminal that hung up, crossterm's
+    // read can spin without returning, and the process must still end.
+    drop(input);
     let _ = monitor.join();
     drop(terminal);
     drop(guard);

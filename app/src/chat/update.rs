@@ -3,7 +3,6 @@
 //! main loop's, so every rule below can be tested with plain values.
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use headroom_planner::hw::format_size;
 
 use super::event::{Effect, Event, ModelEvent, Request};
 use super::state::{App, CONTEXT_WARN, Entry, Mode, Role, Turn, TurnState, state_after};
@@ -256,100 +255,6 @@ impl App {
         })]
     }
 
-    fn command(&mut self, cmd: &str) -> Vec<Effect> {
-        let (name, arg) = match cmd.split_once(char::is_whitespace) {
-            Some((n, a)) => (n, a.trim()),
-            None => (cmd, ""),
-        };
-        let busy = self.mode == Mode::Streaming;
-        match name {
-            "help" | "?" => self.help = true,
-            "quit" | "exit" | "q" => return vec![Effect::Quit],
-            "clear" if busy => self.notice(Level::Warn, "a reply is streaming: Esc stops it first"),
-            "clear" => {
-                self.entries.clear();
-                self.scroll = None;
-                self.ctx_warned = false;
-                self.notice(
-                    Level::Info,
-                    "conversation cleared (the system prompt is kept)",
-                );
-                if self.mode == Mode::Idle {
-                    return vec![Effect::Request(Request::Clear)];
-                }
-            }
-            "system" if arg.is_empty() => match &self.system {
-                Some(s) => self.notice(Level::Info, format!("system prompt: {s}")),
-                None => self.notice(Level::Info, "no system prompt; /system TEXT sets one"),
-            },
-            "system" => {
-                self.system = Some(arg.to_string());
-                self.notice(
-                    Level::Info,
-                    "system prompt set; it applies from the next message",
-                );
-            }
-            "save" | "load" if arg.is_empty() => {
-                self.notice(Level::Error, format!("usage: /{name} FILE.md or FILE.json"));
-            }
-            "save" => return vec![Effect::Save(arg.into())],
-            "load" if busy => self.notice(Level::Warn, "a reply is streaming: Esc stops it first"),
-            "load" => return vec![Effect::Load(arg.into())],
-            "plan" => {
-                let report = self.plan_report();
-                self.notice(Level::Info, report);
-            }
-            _ => self.notice(
-                Level::Error,
-                format!("unknown command /{name}; /help lists the commands"),
-            ),
-        }
-        Vec::new()
-    }
-
-    /// The plan next to what is used now (`/plan`).
-    #[must_use]
-    pub fn plan_report(&self) -> String {
-        let p = &self.plan;
-        let mut lines = vec![
-            format!("plan     {}", p.summary),
-            format!(
-                "RAM      planned peak {} · now {} · peak {} · budget {}",
-                format_size(p.ram_planned),
-                format_size(self.usage.rss),
-                format_size(self.usage.peak.max(self.usage.rss)),
-                format_size(p.ram_budget)
-            ),
-        ];
-        for (i, g) in p.gpus.iter().enumerate() {
-            let now = self
-                .usage
-                .vram
-                .get(i)
-                .map_or_else(|| "?".to_string(), |b| format_size(*b));
-            lines.push(format!(
-                "GPU {i}    {} · planned {} · held by the chat {now} · budget {}",
-                g.name,
-                format_size(g.planned),
-                format_size(g.budget)
-            ));
-        }
-        lines.push(format!(
-            "context  {} of {} tokens used ({:.0}%)",
-            self.ctx.used,
-            self.ctx.n_ctx,
-            self.ctx.fill() * 100.0
-        ));
-        lines.push(match self.last_tps {
-            Some(t) => format!(
-                "speed    est. {:.1} tok/s · last reply {t:.1} tok/s",
-                p.est_decode_tps
-            ),
-            None => format!("speed    est. {:.1} tok/s · no reply yet", p.est_decode_tps),
-        });
-        lines.join("\n")
-    }
-
     fn on_model(&mut self, m: ModelEvent) -> Vec<Effect> {
         match m {
             ModelEvent::Progress(p) => {
@@ -475,7 +380,7 @@ impl App {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::time::Instant;
 
     use super::*;
@@ -498,17 +403,17 @@ mod tests {
         }
     }
 
-    fn key(code: KeyCode, m: KeyModifiers) -> Event {
+    pub(crate) fn key(code: KeyCode, m: KeyModifiers) -> Event {
         Event::Key(KeyEvent::new(code, m), Instant::now())
     }
 
-    fn typed(app: &mut App, s: &str) {
+    pub(crate) fn typed(app: &mut App, s: &str) {
         for c in s.chars() {
             app.update(key(KeyCode::Char(c), KeyModifiers::NONE));
         }
     }
 
-    fn ready() -> App {
+    pub(crate) fn ready() -> App {
         let mut app = App::new(plan(), Mode::Loading(0.0), (80, 24), Theme::new(false));
         app.update(Event::Model(ModelEvent::Loaded {
             n_ctx: 1000,
@@ -518,7 +423,7 @@ mod tests {
         app
     }
 
-    fn enter(app: &mut App) -> Vec<Effect> {
+    pub(crate) fn enter(app: &mut App) -> Vec<Effect> {
         app.update(key(KeyCode::Enter, KeyModifiers::NONE))
     }
 
@@ -600,45 +505,6 @@ mod tests {
         );
         app.set_input("/quit");
         assert_eq!(enter(&mut app), vec![Effect::Quit]);
-    }
-
-    #[test]
-    fn commands() {
-        let mut app = ready();
-        app.set_input("/save out.json");
-        assert_eq!(enter(&mut app), vec![Effect::Save("out.json".into())]);
-        app.set_input("/system You are terse.");
-        enter(&mut app);
-        assert_eq!(app.system.as_deref(), Some("You are terse."));
-        app.set_input("/help");
-        enter(&mut app);
-        assert!(app.help);
-        app.update(key(KeyCode::Char('x'), KeyModifiers::NONE));
-        assert!(!app.help, "any key closes help");
-        app.usage = Usage {
-            rss: 300 << 20,
-            peak: 400 << 20,
-            vram: Vec::new(),
-        };
-        app.set_input("/plan");
-        enter(&mut app);
-        let Some(Entry::Notice(n)) = app.entries.last() else {
-            panic!("no notice")
-        };
-        assert!(
-            n.text.contains("planned peak 500.00 MiB") && n.text.contains("peak 400.00 MiB"),
-            "{}",
-            n.text
-        );
-        app.set_input("/frobnicate");
-        enter(&mut app);
-        let Some(Entry::Notice(n)) = app.entries.last() else {
-            panic!("no notice")
-        };
-        assert_eq!(n.level, Level::Error);
-        app.set_input("/clear");
-        assert_eq!(enter(&mut app), vec![Effect::Request(Request::Clear)]);
-        assert_eq!(app.turns().count(), 0);
     }
 
     #[test]
