@@ -384,7 +384,7 @@ pub(crate) mod tests {
     use std::time::Instant;
 
     use super::*;
-    use crate::chat::state::{PlanInfo, Usage};
+    use crate::chat::state::PlanInfo;
     use crate::chat::theme::Theme;
     use crate::runner::StopReason;
 
