@@ -46,6 +46,19 @@ pub fn memory_breakdown(p: &AccountingParams) -> anyhow::Result<Vec<BufferUse>> 
     Ok(breakdown(p)?.buffers)
 }
 
+/// Hand the heap the accounting load just freed (vocabulary, metadata: tens
+/// of MB) back to the kernel. glibc keeps freed memory in the arena of the
+/// thread that freed it; a real load on another thread (the chat's model
+/// thread) could not reuse it and the process would peak that much higher
+/// than planned.
+fn release_freed_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free heap pages to the kernel.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// Like [`memory_breakdown`] with the resolved context facts and a typed error.
 pub fn breakdown(p: &AccountingParams) -> Result<Breakdown, AccountingError> {
     check_abi()?;
@@ -121,6 +134,7 @@ pub fn breakdown(p: &AccountingParams) -> Result<Breakdown, AccountingError> {
             )
         };
         let detail = c_buf_to_string(&err);
+        release_freed_heap();
         match status {
             ffi::HR_OK => {
                 let n = n_out.min(cap);
