@@ -5,6 +5,7 @@ mod accounting;
 pub mod chat;
 mod hw;
 mod plan;
+pub mod prepare;
 pub mod run;
 
 use std::path::{Path, PathBuf};

@@ -5,21 +5,19 @@
 //! does not fit), 130 interrupted (what was generated is flushed first).
 
 use std::io::{IsTerminal, Read, Write};
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use anyhow::{Context, Result};
-use headroom_planner::hw::{HardwareSnapshot, format_size};
-use headroom_planner::plan::{Plan, Settings};
-use headroom_planner::profile::ModelProfile;
-use headroom_planner::solve::{self, Build};
+use headroom_planner::hw::format_size;
+use headroom_planner::plan::Plan;
 use serde::Serialize;
 
-use super::{EXIT_DOES_NOT_FIT, UsageError, build_for, hardware, llama_cpp_version, load_profile};
+use super::prepare::{Decision, Go, decide, describe_nearest};
+use super::{EXIT_DOES_NOT_FIT, UsageError};
 use crate::cli::{ContextArgs, GenArgs, MachineArgs, RunArgs};
-use crate::runner::{Engine, GenOptions, Generation, StopReason, guard, load};
+use crate::runner::{Engine, GenOptions, Generation, StopReason};
 use crate::template::{ChatFormat, Message, TemplateChoice};
 use crate::{calibration, measure};
 
@@ -114,30 +112,17 @@ pub fn run(args: &RunArgs, machine: &MachineArgs, verbose: u8) -> Result<ExitCod
     })
 }
 
-/// A plan that may be loaded, with everything needed to load it.
-pub struct Ready {
-    /// The plan.
-    pub plan: Plan,
-    /// The options it was made with.
-    pub settings: Settings,
-    /// The model's profile.
-    pub profile: ModelProfile,
-    /// The exact load (also what llama.cpp's accounting was asked about).
-    pub spec: crate::llama::AccountingParams,
-    /// The machine.
-    pub hw: HardwareSnapshot,
-}
-
 /// What [`prepare`] decided.
 pub enum Prepared {
     /// Go ahead.
-    Ready(Box<Ready>),
+    Ready(Box<Go>),
     /// Refused; the reason was printed; exit with this code.
     Refused(ExitCode),
 }
 
 /// Plan, refuse what does not fit (with the nearest plan that does), and check
-/// the plan against llama.cpp's own accounting — all before any weight is read.
+/// the plan against llama.cpp's own accounting — all before any weight is
+/// read — printing the outcome on stderr.
 ///
 /// # Errors
 /// Bad options, an unreadable model, or llama.cpp's accounting failing.
@@ -147,89 +132,23 @@ pub fn prepare(
     opts_args: &GenArgs,
     machine: &MachineArgs,
 ) -> Result<Prepared> {
-    let usage = |e: anyhow::Error| UsageError(format!("{e:#}"));
-    let settings = ctx.settings().map_err(usage)?;
-    let hw = hardware(machine)?;
-    let path = model_path(model)?;
-    let profile = load_profile(&path)?;
-    // The runner loads on this machine with this build's backends.
-    let build = Build {
-        gpu: super::gpu_build(),
-    };
-    if build_for(machine).gpu && !build.gpu && machine.vram.as_deref().is_some_and(|v| v != "0") {
-        tracing::warn!("this build has no GPU backend: --vram is ignored by run");
-    }
-    let mut plan = solve::plan(&profile, &path.display().to_string(), &settings, &hw, build);
-    plan.llama_cpp = llama_cpp_version();
-    if !plan.verdict.fits() && !opts_args.force {
-        let why = guard::reason(&plan);
-        let hint = match guard::nearest_fit(&profile, &path, &settings, &plan, &hw, build) {
-            Some(n) => format!(
-                "nearest plan that fits: {} ({}, {}context {}, peak RAM {})",
-                n.change,
-                n.plan.verdict.as_str(),
-                if n.plan.n_gpu_layers > 0 {
-                    format!("{} layers on GPU, ", n.plan.n_gpu_layers)
-                } else {
-                    String::new()
-                },
-                n.plan.n_ctx,
-                format_size(n.plan.ram.peak_bytes)
-            ),
-            None => format!(
-                "nothing smaller fits either: at -c 256 with a q8_0 KV cache, {}",
-                guard::floor_reason(&profile, &path, &settings, &hw, build)
-            ),
-        };
-        eprintln!("headroom: refused: does not fit: {why}; {hint}; --force loads anyway");
-        return Ok(Prepared::Refused(ExitCode::from(EXIT_DOES_NOT_FIT)));
-    }
-    let threads = opts_args
-        .threads
-        .unwrap_or(hw.cpu.physical_cores.max(1))
-        .min(i32::MAX as u32) as i32;
-    let spec =
-        load::spec_for(&plan, &settings, threads).map_err(|e| UsageError(format!("{e:#}")))?;
-
-    // llama.cpp's own accounting of exactly this load (reads no weights).
-    let acct = crate::llama::breakdown(&spec)
-        .with_context(|| format!("llama.cpp's accounting of {}", path.display()))?;
-    let checks = guard::cross_check(&plan, &acct);
-    for line in guard::disagreements(&checks, 0.05) {
-        eprintln!("headroom: warning: {line}");
-    }
-    if let Some(over) = guard::over_budget(&checks)
-        && plan.verdict.fits()
-        && !opts_args.force
-    {
-        eprintln!(
-            "headroom: refused: does not fit: by llama.cpp's own accounting {} needs {} but has {}; --force loads anyway",
-            over.device,
-            format_size(over.total_bytes),
-            format_size(over.budget_bytes)
-        );
-        return Ok(Prepared::Refused(ExitCode::from(EXIT_DOES_NOT_FIT)));
-    }
-    Ok(Prepared::Ready(Box::new(Ready {
-        plan,
-        settings,
-        profile,
-        spec,
-        hw,
-    })))
-}
-
-fn model_path(model: Option<&str>) -> Result<PathBuf> {
-    let models: Vec<String> = model.map(str::to_string).into_iter().collect();
-    let paths = super::resolve_models(&models)?;
-    match paths.as_slice() {
-        [one] => Ok(one.clone()),
-        _ => Err(UsageError(format!(
-            "{}: a directory of {} GGUF files; run takes one file",
-            model.unwrap_or("demo"),
-            paths.len()
-        ))
-        .into()),
+    match decide(model, ctx, opts_args, machine)? {
+        Decision::Ready(go) => {
+            for w in &go.warnings {
+                eprintln!("headroom: warning: {w}");
+            }
+            Ok(Prepared::Ready(go))
+        }
+        Decision::Refused(r) => {
+            let hint = r.nearest.as_ref().map_or_else(String::new, |n| {
+                format!("; nearest plan that fits: {}", describe_nearest(n))
+            });
+            eprintln!(
+                "headroom: refused: does not fit: {}{hint}; --force loads anyway",
+                r.reason
+            );
+            Ok(Prepared::Refused(ExitCode::from(EXIT_DOES_NOT_FIT)))
+        }
     }
 }
 
@@ -256,7 +175,7 @@ pub fn interrupt_flag() -> Result<Arc<AtomicBool>> {
 ///
 /// # Errors
 /// llama.cpp failing to load.
-pub fn load_engine(ready: &Ready, verbose: u8, cancel: &Arc<AtomicBool>) -> Result<Engine> {
+pub fn load_engine(ready: &Go, verbose: u8, cancel: &Arc<AtomicBool>) -> Result<Engine> {
     let show = std::io::stderr().is_terminal() && verbose == 0;
     let cancel = cancel.clone();
     let name = ready
