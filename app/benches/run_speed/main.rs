@@ -223,46 +223,60 @@ fn speed_runs(tools: &Tools, ours: Option<&Path>, job: &Job, runs: usize) -> Res
 }
 
 /// Prints the speed table; `false` when a ratio misses its goal.
+///
+/// The verdict is the ratio of medians. The median of each round's own
+/// ratio is printed beside it: neighbouring runs share the machine's load of
+/// the moment, so on a busy machine it is the steadier of the two.
 fn report_speed(runs: &SpeedRuns) -> bool {
-    let prompt = |v: &[Sample]| median_f64(v.iter().map(|s| s.prompt));
-    let decode = |v: &[Sample]| median_f64(v.iter().map(|s| s.decode));
+    type Field = fn(&Sample) -> f64;
+    let prompt: Field = |s| s.prompt;
+    let decode: Field = |s| s.decode;
+    let med = |v: &[Sample], f: Field| median_f64(v.iter().map(f));
     let ours = !runs.headroom.is_empty();
     let mut all_pass = true;
-    println!("\nspeed (tokens/s, medians)       headroom  llama-bench   ratio   goal");
-    for (label, of, goal) in [
-        (
-            "prompt processing",
-            &prompt as &dyn Fn(&[Sample]) -> f64,
-            PROMPT_GOAL,
-        ),
-        ("decode", &decode, DECODE_GOAL),
+    println!(
+        "\nspeed (tokens/s, medians)       headroom  llama-bench   ratio   goal         paired"
+    );
+    for (label, f, goal) in [
+        ("prompt processing", prompt, PROMPT_GOAL),
+        ("decode", decode, DECODE_GOAL),
     ] {
-        let theirs = of(&runs.bench);
+        let theirs = med(&runs.bench, f);
         if ours {
-            let o = of(&runs.headroom);
+            let o = med(&runs.headroom, f);
             let ratio = o / theirs.max(1e-9);
+            let paired = median_f64(
+                runs.headroom
+                    .iter()
+                    .zip(&runs.bench)
+                    .map(|(h, b)| f(h) / f(b).max(1e-9)),
+            );
             let pass = ratio >= goal;
             all_pass &= pass;
             println!(
-                "{label:<30} {o:>9.1} {theirs:>12.1} {ratio:>6.3}×  ≥{goal:.2}×  {}",
+                "{label:<30} {o:>9.1} {theirs:>12.1} {ratio:>6.3}×  ≥{goal:.2}×  {}  {paired:>6.3}×",
                 verdict(pass)
             );
         } else {
             println!("{label:<30} {:>9} {theirs:>12.1}", "-");
         }
     }
-    println!(
-        "llama-bench spread over runs: prompt {:.1}%, decode {:.1}% (max-min over median)",
-        spread(runs.bench.iter().map(|s| s.prompt)) * 100.0,
-        spread(runs.bench.iter().map(|s| s.decode)) * 100.0
-    );
-    let (cp, cd) = (prompt(&runs.completion), decode(&runs.completion));
+    for (name, v) in [("llama-bench", &runs.bench), ("headroom", &runs.headroom)] {
+        if !v.is_empty() {
+            println!(
+                "{name} spread over runs: prompt {:.1}%, decode {:.1}% (max-min over median)",
+                spread(v.iter().map(prompt)) * 100.0,
+                spread(v.iter().map(decode)) * 100.0
+            );
+        }
+    }
+    let (cp, cd) = (med(&runs.completion, prompt), med(&runs.completion, decode));
     print!("llama-completion (same text, greedy sampling): prompt {cp:.1}, decode {cd:.1} tok/s");
     if ours {
         println!(
             "; headroom/llama-completion {:.3}× prompt, {:.3}× decode",
-            prompt(&runs.headroom) / cp.max(1e-9),
-            decode(&runs.headroom) / cd.max(1e-9)
+            med(&runs.headroom, prompt) / cp.max(1e-9),
+            med(&runs.headroom, decode) / cd.max(1e-9)
         );
     } else {
         println!();
