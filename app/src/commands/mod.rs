@@ -2,10 +2,13 @@
 //! mapping from errors to exit codes.
 
 mod accounting;
+mod catalog;
 pub mod chat;
 mod hw;
+mod list;
 mod plan;
 pub mod prepare;
+mod pull;
 pub mod run;
 
 use std::path::{Path, PathBuf};
@@ -38,6 +41,9 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Chat(args) => chat::run(&args, &cli.machine, cli.verbose),
         Command::Hw(args) => hw::run(&args, &cli.machine),
         Command::LlamaAccounting(args) => accounting::run(&args),
+        Command::Pull(args) => pull::run(&args, &cli.machine),
+        Command::List(args) => list::run(&args, &cli.machine),
+        Command::Catalog(args) => catalog::run(&args),
         Command::DemoModel => {
             println!("{}", crate::demo::demo_model()?.display());
             Ok(ExitCode::SUCCESS)
@@ -107,8 +113,11 @@ pub fn resolve_models(models: &[String]) -> Result<Vec<PathBuf>> {
                 .with_context(|| format!("reading directory {m}"))?
                 .filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|p| {
-                    p.extension()
-                        .is_some_and(|x| x.eq_ignore_ascii_case("gguf"))
+                    // Models only: no projectors, split sets by their first part.
+                    p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                        crate::modelref::is_model_file(n)
+                            && crate::modelref::split_part(n).is_none_or(|s| s.index == 1)
+                    })
                 })
                 .collect();
             if found.is_empty() {
@@ -119,8 +128,71 @@ pub fn resolve_models(models: &[String]) -> Result<Vec<PathBuf>> {
         } else if path.exists() {
             out.push(path.to_path_buf());
         } else {
-            bail!("{m}: no such file (give a GGUF path, a directory of them, or `demo`)");
+            out.push(resolve_named(m)?);
         }
+    }
+    Ok(out)
+}
+
+/// A MODEL that is not on disk: `org/repo[:QUANT]` or a catalog id, as
+/// downloaded into the Hugging Face cache.
+fn resolve_named(m: &str) -> Result<PathBuf> {
+    use crate::modelref::{self, ModelArg};
+    match modelref::classify(m)? {
+        ModelArg::Hub(h) => crate::pull::downloaded(&h),
+        ModelArg::Catalog { id, quant } => {
+            crate::pull::downloaded(&modelref::catalog_ref(&id, quant.as_deref())?)
+        }
+        ModelArg::Path(p) => Ok(p),
+        ModelArg::Demo => crate::demo::demo_model(),
+    }
+}
+
+/// MODEL arguments as `plan` takes them, each with its label and profile:
+/// files and directories (as [`resolve_models`]), and models on the hub
+/// (`org/repo[:QUANT]`, catalog ids), planned from their GGUF header alone
+/// when they are not downloaded.
+///
+/// # Errors
+/// As [`resolve_models`] and [`load_profile`]; a hub that refuses.
+pub fn plan_inputs(
+    models: &[String],
+    target: crate::pull::choose::Target<'_>,
+) -> Result<Vec<(String, ModelProfile)>> {
+    use crate::modelref::{self, ModelArg};
+    let mut out = Vec::new();
+    for m in models {
+        if !Path::new(m).exists() {
+            let hub = match modelref::classify(m) {
+                Ok(ModelArg::Hub(h)) => Some(h),
+                Ok(ModelArg::Catalog { id, quant }) => {
+                    Some(modelref::catalog_ref(&id, quant.as_deref())?)
+                }
+                _ => None,
+            };
+            if let Some(h) = hub {
+                let input = crate::pull::plan_input(&h, target)?;
+                if input.header_bytes > 0 {
+                    eprintln!(
+                        "headroom: {h}: planned from its GGUF header alone ({} read of {})",
+                        crate::pull::progress::size(input.header_bytes),
+                        crate::pull::progress::size(input.size)
+                    );
+                }
+                out.push((input.label, input.profile));
+                continue;
+            }
+        }
+        let paths = resolve_models(std::slice::from_ref(m))?;
+        for p in paths {
+            let profile = load_profile(&p)?;
+            out.push((p.display().to_string(), profile));
+        }
+    }
+    if models.is_empty() {
+        let p = crate::demo::demo_model()?;
+        let profile = load_profile(&p)?;
+        out.push((p.display().to_string(), profile));
     }
     Ok(out)
 }
@@ -130,8 +202,8 @@ pub fn resolve_models(models: &[String]) -> Result<Vec<PathBuf>> {
 /// # Errors
 /// An unreadable or invalid GGUF, named with its path.
 pub fn load_profile(path: &Path) -> Result<ModelProfile> {
-    let header = headroom_planner::gguf::read_header_from_file(path)
-        .with_context(|| format!("{}", path.display()))?;
+    // A split model is read from its first part: every part's header, merged.
+    let header = crate::split::read_local(path).with_context(|| format!("{}", path.display()))?;
     if let Some(key) = header.nested_array_key() {
         bail!(
             "{}: metadata key '{key}' holds nested arrays, which llama.cpp cannot load",

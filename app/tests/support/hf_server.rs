@@ -19,8 +19,9 @@
 //! Knobs for failure tests: [`Builder::require_token`], [`Builder::fail`]
 //! (any status for matching paths, optionally only the first n times),
 //! [`Builder::cut_after`] (drop the connection mid-body), [`Builder::delay`]
-//! (a slow hub), [`Builder::hang`] (accept and never answer). Every request is logged with its headers and
-//! the status it got ([`HfServer::requests`]).
+//! (a slow hub), [`Builder::hang`] (accept and never answer), [`Builder::rate_limit`] (a slow
+//! transfer, so a test can interrupt it). Every request is logged with its headers, the status it got
+//! and the body bytes sent ([`HfServer::requests`], [`HfServer::bytes_served`]).
 //!
 //! Dependency-light on purpose: `std::net` and one thread per connection;
 //! every response carries `Connection: close`.
@@ -174,6 +175,8 @@ pub struct Request {
     pub headers: Vec<(String, String)>,
     /// The status the server answered with (`0` when it never answered).
     pub status: u16,
+    /// Body bytes written to the client (what a cut or a hang-up left).
+    pub body_bytes: u64,
 }
 
 impl Request {
@@ -196,6 +199,7 @@ pub struct Builder {
     cut_after: Option<(u64, usize)>,
     hang: bool,
     delay: Duration,
+    rate: Option<u64>,
 }
 
 impl Builder {
@@ -255,6 +259,13 @@ impl Builder {
         self
     }
 
+    /// Send file bodies at about `bytes_per_sec` (a slow link).
+    #[must_use]
+    pub fn rate_limit(mut self, bytes_per_sec: u64) -> Self {
+        self.rate = Some(bytes_per_sec.max(1));
+        self
+    }
+
     /// Bind a free port on 127.0.0.1 and start serving.
     ///
     /// # Panics
@@ -289,6 +300,7 @@ impl Builder {
             cut_after: Mutex::new(self.cut_after),
             hang: self.hang,
             delay: self.delay,
+            rate: self.rate,
             log: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
         });
@@ -339,6 +351,16 @@ impl HfServer {
         lock(&self.state.log).clone()
     }
 
+    /// Body bytes sent so far for requests whose decoded path contains
+    /// `path_contains` (`""`: all).
+    pub fn bytes_served(&self, path_contains: &str) -> u64 {
+        lock(&self.state.log)
+            .iter()
+            .filter(|r| percent_decode(&r.target).contains(path_contains))
+            .map(|r| r.body_bytes)
+            .sum()
+    }
+
     /// Forget the requests so far.
     pub fn clear_requests(&self) {
         lock(&self.state.log).clear();
@@ -365,6 +387,7 @@ struct State {
     cut_after: Mutex<Option<(u64, usize)>>,
     hang: bool,
     delay: Duration,
+    rate: Option<u64>,
     log: Mutex<Vec<Request>>,
     stop: AtomicBool,
 }
@@ -435,6 +458,7 @@ fn serve(state: &State, stream: TcpStream) -> io::Result<()> {
             target: target.clone(),
             headers: headers.clone(),
             status: 0,
+            body_bytes: 0,
         });
         log.len() - 1
     };
@@ -450,12 +474,49 @@ fn serve(state: &State, stream: TcpStream) -> io::Result<()> {
         target,
         headers,
         status: 0,
+        body_bytes: 0,
     };
     let response = route(state, &req);
     if let Some(entry) = lock(&state.log).get_mut(index) {
         entry.status = response.status;
     }
-    write_response(state, stream, &req, response)
+    let mut sent = 0u64;
+    let result = write_response(state, stream, &req, response, &mut sent);
+    if let Some(entry) = lock(&state.log).get_mut(index) {
+        entry.body_bytes = sent;
+    }
+    result
+}
+
+/// Counts the bytes that reach the socket; paces them under a rate limit.
+struct Meter<'a, W: Write> {
+    inner: W,
+    count: &'a mut u64,
+    rate: Option<u64>,
+    started: std::time::Instant,
+}
+
+impl<W: Write> Write for Meter<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let buf = if self.rate.is_some() {
+            &buf[..buf.len().min(64 << 10)]
+        } else {
+            buf
+        };
+        let n = self.inner.write(buf)?;
+        *self.count += n as u64;
+        if let Some(rate) = self.rate {
+            let due = Duration::from_secs_f64(*self.count as f64 / rate as f64);
+            if let Some(wait) = due.checked_sub(self.started.elapsed()) {
+                std::thread::sleep(wait);
+            }
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 /// Method, target and headers of a request.
@@ -800,7 +861,13 @@ fn tree(files: &[Served], dir: &str, recursive: bool) -> serde_json::Value {
     serde_json::Value::Array(listing)
 }
 
-fn write_response(state: &State, stream: TcpStream, req: &Request, r: Response) -> io::Result<()> {
+fn write_response(
+    state: &State,
+    stream: TcpStream,
+    req: &Request,
+    r: Response,
+    sent: &mut u64,
+) -> io::Result<()> {
     let length = match &r.body {
         Content::Empty => 0,
         Content::Text(t) => t.len() as u64,
@@ -817,6 +884,16 @@ fn write_response(state: &State, stream: TcpStream, req: &Request, r: Response) 
     );
     let mut out = io::BufWriter::with_capacity(1 << 16, &stream);
     out.write_all(head.as_bytes())?;
+    out.flush()?;
+    let mut out = io::BufWriter::with_capacity(
+        1 << 16,
+        Meter {
+            inner: &stream,
+            count: sent,
+            rate: state.rate,
+            started: std::time::Instant::now(),
+        },
+    );
     if req.method != "HEAD" {
         match r.body {
             Content::Empty => {}
