@@ -54,6 +54,11 @@ impl Token {
     pub fn source(&self) -> &str {
         &self.source
     }
+
+    /// The token itself, for an `Authorization` header (never for printing).
+    pub(crate) fn secret(&self) -> &str {
+        &self.value
+    }
 }
 
 impl fmt::Debug for Token {
@@ -137,6 +142,13 @@ impl HubEnv {
     /// read from the environment except the token when we have none (it finds
     /// none either: it follows the same precedence).
     fn client(&self) -> Result<HFClientSync> {
+        self.builder()
+            .build_sync()
+            .context("setting up the Hugging Face client")
+    }
+
+    /// The `hf-hub` client builder for these settings (see [`Self::client`]).
+    pub(crate) fn builder(&self) -> hf_hub::HFClientBuilder {
         let mut builder = HFClient::builder()
             .endpoint(self.endpoint.clone())
             .cache_dir(self.cache_dir.clone())
@@ -148,8 +160,6 @@ impl HubEnv {
             builder = builder.token(token.value.clone());
         }
         builder
-            .build_sync()
-            .context("setting up the Hugging Face client")
     }
 }
 
@@ -434,7 +444,9 @@ fn blob_names(dir: &Path) -> HashSet<OsString> {
         .unwrap_or_default()
 }
 
-fn classify(err: HFError, env: &HubEnv, repo_id: &str, file: &str) -> FetchError {
+/// The user's reason for an `hf-hub` error (token, access, missing file,
+/// unreachable hub).
+pub(crate) fn classify(err: HFError, env: &HubEnv, repo_id: &str, file: &str) -> FetchError {
     match err {
         HFError::AuthRequired { .. } => FetchError::AuthRequired {
             repo_id: repo_id.to_string(),

@@ -1,5 +1,6 @@
 //! `headroom plan`: plan one model file, or choose among several
-//! quantizations, and print the plan as a table, JSON or a curve.
+//! quantizations, and print the plan as a table, JSON or a curve. A model on
+//! the hub (`org/repo:QUANT`) is planned from its GGUF header alone.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -8,9 +9,7 @@ use anyhow::Result;
 use headroom_planner::plan::Plan;
 use headroom_planner::solve::{self, Build};
 
-use super::{
-    EXIT_DOES_NOT_FIT, build_for, hardware, llama_cpp_version, load_profile, resolve_models,
-};
+use super::{EXIT_DOES_NOT_FIT, build_for, hardware, llama_cpp_version, plan_inputs};
 use crate::cli::{MachineArgs, PlanArgs};
 use crate::render;
 
@@ -24,24 +23,31 @@ pub fn run(args: &PlanArgs, machine: &MachineArgs) -> Result<ExitCode> {
         .settings()
         .map_err(|e| super::UsageError(format!("{e:#}")))?;
     let hw = hardware(machine)?;
-    let paths = resolve_models(&args.models)?;
     let build: Build = build_for(machine);
-    let mut plans = Vec::with_capacity(paths.len());
-    let mut bpw = Vec::with_capacity(paths.len());
-    let mut profiles = Vec::with_capacity(paths.len());
-    for path in &paths {
-        let profile = load_profile(path)?;
-        let mut plan = solve::plan(&profile, &path.display().to_string(), &settings, &hw, build);
+    let target = crate::pull::choose::Target {
+        hw: &hw,
+        settings: &settings,
+        build,
+    };
+    let inputs = plan_inputs(&args.models, target)?;
+    let mut plans = Vec::with_capacity(inputs.len());
+    let mut bpw = Vec::with_capacity(inputs.len());
+    for (label, profile) in &inputs {
+        let mut plan = solve::plan(profile, label, &settings, &hw, build);
         plan.llama_cpp = llama_cpp_version();
-        bpw.push(solve::bits_per_weight(&profile));
+        if !std::path::Path::new(label).exists() {
+            // Planned from the hub: llama.cpp can fetch it the same way.
+            crate::pull::use_hf_flag(&mut plan);
+        }
+        bpw.push(solve::bits_per_weight(profile));
         plans.push(plan);
-        profiles.push(profile);
     }
     let best = solve::choose(plans, &bpw).ok_or_else(|| anyhow::anyhow!("no model to plan"))?;
-    let idx = paths
+    let idx = inputs
         .iter()
-        .position(|p| p.display().to_string() == best.model.path)
+        .position(|(label, _)| *label == best.model.path)
         .unwrap_or(0);
+    let profiles: Vec<_> = inputs.into_iter().map(|(_, p)| p).collect();
     let last_run = crate::calibration::data_dir()
         .ok()
         .and_then(|dir| crate::calibration::last_for(&dir, &best));
