@@ -104,9 +104,8 @@ pub fn resolve(env: &HubEnv, model: &HubRef, target: Target<'_>) -> Result<Resol
     let commit = match hub.commit(&model.repo, "main") {
         Ok(c) => c,
         Err(e @ (FetchError::Unreachable { .. } | FetchError::Stalled { .. })) => {
-            return resolve_cached(env, model, target, Origin::Unreachable).map_err(|cached| {
-                anyhow::anyhow!("Hugging Face: {e}; and from the cache: {cached:#}")
-            });
+            return resolve_cached(env, model, target, Origin::Unreachable)
+                .map_err(|cached| anyhow::anyhow!("{e}; {cached:#}"));
         }
         Err(e) => return Err(e.into()),
     };
@@ -155,9 +154,9 @@ pub fn resolve_cached(
 ) -> Result<Resolved> {
     let why_offline = match origin {
         Origin::Offline => {
-            "HF_HUB_OFFLINE is set, so it cannot be downloaded (unset it to go online)"
+            "; HF_HUB_OFFLINE is set, so it cannot be downloaded (unset it to go online)"
         }
-        _ => "and the hub cannot be reached",
+        _ => "",
     };
     let rc = RepoCache::new(env, &model.repo);
     if let Some(commit) = rc.read_ref("main") {
@@ -245,7 +244,7 @@ pub fn resolve_cached(
         }
     }
     bail!(
-        "{model} is not in the Hugging Face cache ({}); {why_offline}",
+        "{model} is not in the Hugging Face cache ({}){why_offline}",
         rc.root().display()
     )
 }
