@@ -12,9 +12,10 @@
 //! - MoE: when not every layer fits, keeping the experts of the first N layers
 //!   in RAM (`--n-cpu-moe N`) is tried too, and the faster plan wins.
 //! - Quantization choice: the highest-quality file that fits fully on the GPU
-//!   (or in RAM without a GPU); otherwise the best score, `bits per weight ×
-//!   min(1, tokens/s ÷ 10)`: quality, discounted once speed drops below a
-//!   readable 10 tokens/s.
+//!   (or in RAM without a GPU, its mapped weights included); otherwise (some
+//!   layers in RAM, or weights paged from disk) the best score, `bits per
+//!   weight × min(1, tokens/s ÷ 10)`: quality, discounted once speed drops
+//!   below a readable 10 tokens/s.
 
 use crate::hw::{GpuVendor, HardwareSnapshot};
 use crate::memory::{self, Context, Estimate, GpuSpec, MachineSpec, Placement, RepackRules};
@@ -536,9 +537,12 @@ pub fn choose(mut plans: Vec<Plan>, profiles_bpw: &[f64]) -> Option<Plan> {
     let mut order: Vec<usize> = (0..plans.len()).collect();
     let score = |i: usize, p: &Plan| -> (u8, f64) {
         let bpw = profiles_bpw.get(i).copied().unwrap_or(0.0);
+        let discounted = bpw * (p.est_decode_tokens_per_s / 10.0).min(1.0);
+        // Weights that page from disk "fit" but crawl: ranked like offload.
+        let pages = p.warnings.iter().any(|w| w.code == "pages_from_disk");
         match p.verdict {
-            Verdict::Fits => (2, bpw),
-            Verdict::FitsWithOffload => (1, bpw * (p.est_decode_tokens_per_s / 10.0).min(1.0)),
+            Verdict::Fits if !pages => (2, bpw),
+            Verdict::Fits | Verdict::FitsWithOffload => (1, discounted),
             Verdict::DoesNotFit => (0, -(p.ram.anonymous_bytes as f64)),
         }
     };

@@ -340,3 +340,28 @@ fn more_memory_never_gives_a_worse_plan() {
         }
     }
 }
+
+/// A file whose mapped weights do not fit in RAM "fits" (the kernel pages
+/// them from disk) but crawls; the choice must prefer a smaller file that is
+/// resident, not the highest quality.
+#[test]
+fn a_file_that_would_page_from_disk_is_not_chosen_over_one_that_fits() {
+    let s = Settings::default();
+    let files = [
+        model(Shape::Llama8B, Mix::Q4KM),
+        model(Shape::Llama8B, Mix::Q8_0),
+        model(Shape::Llama8B, Mix::F16),
+    ];
+    let bpw: Vec<f64> = files.iter().map(solve::bits_per_weight).collect();
+    let hw = machine("gpu-8g-ram-16g.toml", Some(12 * GIB), Some(vec![]));
+    let plans: Vec<Plan> = files.iter().map(|p| plan_for(p, &s, &hw)).collect();
+    let f16 = &plans[2];
+    assert!(
+        f16.warnings.iter().any(|w| w.code == "pages_from_disk"),
+        "the 16 GB F16 file cannot stay resident in 12 GiB"
+    );
+    let chosen = solve::choose(plans.clone(), &bpw).expect("a choice");
+    assert_ne!(chosen.quant, f16.quant, "chose the file that pages from disk");
+    assert!(chosen.warnings.iter().all(|w| w.code != "pages_from_disk"));
+    assert_eq!(chosen.quant, plans[1].quant, "Q8_0 (8.5 GB) is resident in 12 GiB");
+}
