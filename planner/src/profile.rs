@@ -339,6 +339,9 @@ pub fn ftype_label(ftype: u64) -> Option<&'static str> {
     })
 }
 
+/// llama.cpp's `LLAMA_MAX_LAYERS`: it refuses a model with more blocks.
+pub const MAX_LAYERS: u32 = 512;
+
 /// Build a profile from a parsed header, checking it for consistency.
 ///
 /// # Errors
@@ -357,6 +360,14 @@ pub fn profile(h: &Header) -> Result<ModelProfile, ProfileError> {
         return Err(ProfileError::Invalid {
             key: key(a, "block_count"),
             why: "zero layers".into(),
+        });
+    }
+    // llama.cpp aborts (GGML_ASSERT) past LLAMA_MAX_LAYERS; refusing here
+    // also bounds every per-layer vector below, whatever the header claims.
+    if n_layer > MAX_LAYERS {
+        return Err(ProfileError::Invalid {
+            key: key(a, "block_count"),
+            why: format!("{n_layer} layers, more than llama.cpp's {MAX_LAYERS}"),
         });
     }
     let n_embd = req_u32(h, &key(a, "embedding_length"))?;
