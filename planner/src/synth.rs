@@ -15,6 +15,8 @@
 
 use std::path::Path;
 
+pub mod facts;
+pub mod mix;
 mod quant;
 mod vocab;
 

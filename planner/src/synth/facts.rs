@@ -1,0 +1,994 @@
+//! Real-shaped headers from architecture facts: what a model's GGUF header
+//! would say, built from the numbers its `config.json` (or model card) gives,
+//! so a model can be planned before its file is on disk.
+//!
+//! Why: `headroom fit` ranks a whole catalog of models without reading any of
+//! their files, and must agree with `headroom plan` on the files themselves.
+//! So a catalog entry becomes a [`Header`] with the same tensor names, shapes
+//! and (through [`super::mix`]) the same per-tensor quantization types the
+//! real file has, then goes through the very same [`crate::profile::profile`]
+//! and solver as a file read from disk. Only the tokenizer is left out (it
+//! costs a few MB of header and no device memory).
+//!
+//! Tensor layouts follow llama.cpp's `load_arch_tensors` for the families the
+//! catalog holds (llama and its Mistral/Mixtral variants, qwen2, qwen3,
+//! qwen3moe, gemma2, gemma3, phi3, deepseek2, gpt-oss); any other
+//! architecture gets the llama layout, which has the same per-layer bytes to
+//! within its norms and biases. Where facts are missing, [`estimate`] fills
+//! them from the parameter count with a documented generic shape, and the
+//! caller must say the result is estimated.
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use super::SynthTensor;
+use super::mix::{FileType, MixModel, MixPlan, MixTensor};
+use crate::gguf::writer::HeaderBuilder;
+use crate::gguf::{GgmlType, GgufError, Header, TensorInfo, Value};
+use crate::profile::{self, ModelProfile, ProfileError};
+
+/// Why facts cannot become a header or a profile.
+#[derive(Debug, Error)]
+pub enum FactsError {
+    /// Required facts are absent.
+    #[error("missing architecture facts: {}", .0.join(", "))]
+    Missing(Vec<&'static str>),
+    /// The facts contradict each other.
+    #[error("inconsistent architecture facts: {0}")]
+    Inconsistent(String),
+    /// The header could not be laid out.
+    #[error(transparent)]
+    Gguf(#[from] GgufError),
+    /// The header does not make a valid model.
+    #[error(transparent)]
+    Profile(#[from] ProfileError),
+}
+
+/// Architecture facts as a catalog lists them, any of them possibly unknown.
+/// Field names are the GGUF keys without the `{arch}.` prefix (and without
+/// `attention.` for the attention keys).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PartialFacts {
+    /// `general.architecture` (`llama`, `qwen2`, `gemma2`, …).
+    pub architecture: Option<String>,
+    /// Transformer blocks.
+    pub block_count: Option<u32>,
+    /// Hidden size.
+    pub embedding_length: Option<u64>,
+    /// Dense feed-forward size.
+    pub feed_forward_length: Option<u64>,
+    /// Query heads.
+    pub head_count: Option<u64>,
+    /// Key/value heads.
+    pub head_count_kv: Option<u64>,
+    /// Per-head key size (default: hidden size ÷ heads).
+    pub key_length: Option<u64>,
+    /// Per-head value size (default: the key size).
+    pub value_length: Option<u64>,
+    /// Vocabulary size.
+    pub vocab_size: Option<u64>,
+    /// Training context.
+    pub context_length: Option<u64>,
+    /// The output projection is the token embedding.
+    pub tied_embeddings: Option<bool>,
+    /// Experts per MoE layer.
+    pub expert_count: Option<u32>,
+    /// Experts used per token.
+    pub expert_used_count: Option<u32>,
+    /// Feed-forward size of one expert.
+    pub expert_feed_forward_length: Option<u64>,
+    /// Shared (always active) experts.
+    pub expert_shared_count: Option<u32>,
+    /// Leading blocks with a dense FFN instead of experts (DeepSeek).
+    pub leading_dense_block_count: Option<u32>,
+    /// Sliding-window size of the windowed layers.
+    pub sliding_window: Option<u32>,
+    /// Multi-head latent attention: the compressed KV rank (DeepSeek).
+    pub kv_lora_rank: Option<u32>,
+    /// Rotary dimensions (for latent attention, those kept uncompressed).
+    pub rope_dimension_count: Option<u64>,
+    /// Has Llama-3.1-style `rope_freqs.weight` (long-context RoPE factors).
+    pub rope_freqs: Option<bool>,
+    /// Expert tensors are stored in this type in every quantization
+    /// (gpt-oss ships MXFP4 experts that quantizers keep).
+    pub expert_type: Option<GgmlType>,
+}
+
+/// Complete architecture facts: enough to lay out every tensor.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct ArchFacts {
+    /// `general.architecture`.
+    pub architecture: String,
+    /// Transformer blocks.
+    pub block_count: u32,
+    /// Hidden size.
+    pub embedding_length: u64,
+    /// Dense feed-forward size.
+    pub feed_forward_length: u64,
+    /// Query heads.
+    pub head_count: u64,
+    /// Key/value heads.
+    pub head_count_kv: u64,
+    /// Per-head key size.
+    pub key_length: u64,
+    /// Per-head value size.
+    pub value_length: u64,
+    /// Vocabulary size.
+    pub vocab_size: u64,
+    /// Training context (0: unknown).
+    pub context_length: u64,
+    /// The output projection is the token embedding.
+    pub tied_embeddings: bool,
+    /// Experts per MoE layer (0: dense).
+    pub expert_count: u32,
+    /// Experts used per token.
+    pub expert_used_count: u32,
+    /// Feed-forward size of one expert.
+    pub expert_feed_forward_length: u64,
+    /// Shared experts.
+    pub expert_shared_count: u32,
+    /// Leading dense blocks in an MoE model.
+    pub leading_dense_block_count: u32,
+    /// Sliding-window size.
+    pub sliding_window: Option<u32>,
+    /// Latent-attention rank (0: none).
+    pub kv_lora_rank: u32,
+    /// Rotary dimensions (0: not stated).
+    pub rope_dimension_count: u64,
+    /// Has `rope_freqs.weight`.
+    pub rope_freqs: bool,
+    /// Fixed expert tensor type, if any.
+    pub expert_type: Option<GgmlType>,
+}
+
+impl ArchFacts {
+    /// The same facts, as a (complete) [`PartialFacts`].
+    #[must_use]
+    pub fn partial(&self) -> PartialFacts {
+        PartialFacts {
+            architecture: Some(self.architecture.clone()),
+            block_count: Some(self.block_count),
+            embedding_length: Some(self.embedding_length),
+            feed_forward_length: Some(self.feed_forward_length),
+            head_count: Some(self.head_count),
+            head_count_kv: Some(self.head_count_kv),
+            key_length: Some(self.key_length),
+            value_length: Some(self.value_length),
+            vocab_size: Some(self.vocab_size),
+            context_length: (self.context_length > 0).then_some(self.context_length),
+            tied_embeddings: Some(self.tied_embeddings),
+            expert_count: Some(self.expert_count),
+            expert_used_count: Some(self.expert_used_count),
+            expert_feed_forward_length: Some(self.expert_feed_forward_length),
+            expert_shared_count: Some(self.expert_shared_count),
+            leading_dense_block_count: Some(self.leading_dense_block_count),
+            sliding_window: self.sliding_window,
+            kv_lora_rank: Some(self.kv_lora_rank),
+            rope_dimension_count: Some(self.rope_dimension_count),
+            rope_freqs: Some(self.rope_freqs),
+            expert_type: self.expert_type,
+        }
+    }
+}
+
+impl PartialFacts {
+    /// These facts, with the gaps filled from `other` (facts of a model with
+    /// the same architecture).
+    #[must_use]
+    pub fn or(&self, other: &PartialFacts) -> PartialFacts {
+        macro_rules! pick {
+            ($($f:ident),*) => { PartialFacts { $($f: self.$f.clone().or_else(|| other.$f.clone()),)* } };
+        }
+        pick!(
+            architecture,
+            block_count,
+            embedding_length,
+            feed_forward_length,
+            head_count,
+            head_count_kv,
+            key_length,
+            value_length,
+            vocab_size,
+            context_length,
+            tied_embeddings,
+            expert_count,
+            expert_used_count,
+            expert_feed_forward_length,
+            expert_shared_count,
+            leading_dense_block_count,
+            sliding_window,
+            kv_lora_rank,
+            rope_dimension_count,
+            rope_freqs,
+            expert_type
+        )
+    }
+
+    /// The facts both sets state with different values, as `key: a ≠ b`.
+    #[must_use]
+    pub fn conflicts(&self, other: &PartialFacts) -> Vec<String> {
+        let mut out = Vec::new();
+        macro_rules! cmp {
+            ($($f:ident),*) => {$(
+                if let (Some(a), Some(b)) = (&self.$f, &other.$f) && a != b {
+                    out.push(format!("{}: {:?} ≠ {:?}", stringify!($f), a, b));
+                }
+            )*};
+        }
+        cmp!(
+            architecture,
+            block_count,
+            embedding_length,
+            feed_forward_length,
+            head_count,
+            head_count_kv,
+            key_length,
+            value_length,
+            vocab_size,
+            tied_embeddings,
+            expert_count,
+            expert_used_count,
+            expert_feed_forward_length,
+            expert_shared_count,
+            leading_dense_block_count,
+            sliding_window,
+            kv_lora_rank,
+            rope_dimension_count
+        );
+        out
+    }
+
+    /// Whether every fact needed to lay out the tensors is present.
+    #[must_use]
+    pub fn is_complete(&self) -> bool {
+        self.complete().is_ok()
+    }
+
+    /// Complete facts, or the names of the missing ones.
+    ///
+    /// # Errors
+    /// [`FactsError::Missing`] listing what is absent, or
+    /// [`FactsError::Inconsistent`] for impossible values.
+    pub fn complete(&self) -> Result<ArchFacts, FactsError> {
+        let mut missing = Vec::new();
+        macro_rules! need {
+            ($f:ident) => {
+                match &self.$f {
+                    Some(v) => v.clone(),
+                    None => {
+                        missing.push(stringify!($f));
+                        Default::default()
+                    }
+                }
+            };
+        }
+        let architecture: String = need!(architecture);
+        let block_count: u32 = need!(block_count);
+        let embedding_length: u64 = need!(embedding_length);
+        let feed_forward_length: u64 = need!(feed_forward_length);
+        let head_count: u64 = need!(head_count);
+        let head_count_kv: u64 = need!(head_count_kv);
+        let vocab_size: u64 = need!(vocab_size);
+        let expert_count = self.expert_count.unwrap_or(0);
+        let (expert_used_count, expert_feed_forward_length) = if expert_count > 0 {
+            (need!(expert_used_count), need!(expert_feed_forward_length))
+        } else {
+            (0, 0)
+        };
+        if !missing.is_empty() {
+            return Err(FactsError::Missing(missing));
+        }
+        if block_count == 0 || embedding_length == 0 || head_count == 0 || head_count_kv == 0 {
+            return Err(FactsError::Inconsistent(
+                "block_count, embedding_length, head_count and head_count_kv must be above 0"
+                    .into(),
+            ));
+        }
+        if !head_count.is_multiple_of(head_count_kv) {
+            return Err(FactsError::Inconsistent(format!(
+                "{head_count_kv} KV heads do not divide {head_count} heads"
+            )));
+        }
+        let key_length = self.key_length.unwrap_or(embedding_length / head_count);
+        let tied = self.tied_embeddings.unwrap_or(false) || layout(&architecture).always_tied;
+        Ok(ArchFacts {
+            architecture,
+            block_count,
+            embedding_length,
+            feed_forward_length,
+            head_count,
+            head_count_kv,
+            key_length,
+            value_length: self.value_length.unwrap_or(key_length),
+            vocab_size,
+            context_length: self.context_length.unwrap_or(0),
+            tied_embeddings: tied,
+            expert_count,
+            expert_used_count,
+            expert_feed_forward_length,
+            expert_shared_count: self.expert_shared_count.unwrap_or(0),
+            leading_dense_block_count: self.leading_dense_block_count.unwrap_or(0),
+            sliding_window: self.sliding_window,
+            kv_lora_rank: self.kv_lora_rank.unwrap_or(0),
+            rope_dimension_count: self.rope_dimension_count.unwrap_or(0),
+            rope_freqs: self.rope_freqs.unwrap_or(false),
+            expert_type: self.expert_type,
+        })
+    }
+}
+
+/// The generic shape [`estimate`] uses for what the facts leave open.
+pub mod generic {
+    /// Head size.
+    pub const HEAD_DIM: u64 = 128;
+    /// Query heads per KV head.
+    pub const GQA: u64 = 4;
+    /// Feed-forward size ÷ hidden size (SwiGLU models: 2.7–3.5).
+    pub const FF_RATIO: f64 = 3.5;
+    /// Hidden size ÷ layers.
+    pub const WIDTH_PER_LAYER: u64 = 128;
+    /// Vocabulary (Llama 3's).
+    pub const VOCAB: u64 = 128_256;
+}
+
+/// Fill the facts a catalog lacks from its parameter count, with the
+/// [`generic`] dense shape: hidden size solved so the parameters come out at
+/// `target` parameters, keeping every fact that is known. The result is an estimate
+/// and must be shown as one.
+///
+/// # Errors
+/// MoE facts without the expert size (no generic MoE shape is assumed), or
+/// a parameter count no shape reaches.
+pub fn estimate(known: &PartialFacts, target: u64) -> Result<ArchFacts, FactsError> {
+    if let Ok(f) = known.complete() {
+        return Ok(f);
+    }
+    if known.expert_count.unwrap_or(0) > 0 && known.expert_feed_forward_length.is_none() {
+        return Err(FactsError::Missing(vec!["expert_feed_forward_length"]));
+    }
+    let shape = |e: u64| -> PartialFacts {
+        let layers = known
+            .block_count
+            .unwrap_or_else(|| u32::try_from((e / generic::WIDTH_PER_LAYER).max(1)).unwrap_or(1));
+        let n_head = known
+            .head_count
+            .unwrap_or_else(|| (e / generic::HEAD_DIM).max(1));
+        let n_kv = known
+            .head_count_kv
+            .unwrap_or_else(|| (n_head / generic::GQA).max(1));
+        let ff = known.feed_forward_length.unwrap_or_else(|| {
+            let raw = (e as f64 * generic::FF_RATIO) as u64;
+            raw.div_ceil(256) * 256
+        });
+        PartialFacts {
+            architecture: Some("llama".into()),
+            block_count: Some(layers),
+            embedding_length: Some(e),
+            feed_forward_length: Some(ff),
+            head_count: Some(n_head),
+            head_count_kv: Some(if n_head.is_multiple_of(n_kv) { n_kv } else { 1 }),
+            // Unset: hidden size ÷ heads, which is HEAD_DIM when the heads are generic too.
+            vocab_size: Some(generic::VOCAB),
+            ..PartialFacts::default()
+        }
+    };
+    let params_at = |e: u64| -> Result<u64, FactsError> {
+        let f = known.or(&shape(e)).complete()?;
+        Ok(raw_tensors(&f)
+            .iter()
+            .map(|(_, d)| d.iter().product::<u64>())
+            .sum())
+    };
+    let fixed_width = known.embedding_length;
+    let e = match fixed_width {
+        Some(e) => e,
+        None => {
+            // Parameters grow with the width: bisect on multiples of 256.
+            let (mut lo, mut hi) = (1u64, 128u64); // in units of 256
+            if params_at(hi * 256)? < target {
+                return Err(FactsError::Inconsistent(format!(
+                    "{target} parameters is beyond the generic shape"
+                )));
+            }
+            while hi - lo > 1 {
+                let mid = u64::midpoint(lo, hi);
+                if params_at(mid * 256)? < target {
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
+            }
+            let below = params_at(lo * 256)?;
+            let above = params_at(hi * 256)?;
+            if target.abs_diff(below) <= above.abs_diff(target) {
+                lo * 256
+            } else {
+                hi * 256
+            }
+        }
+    };
+    let mut f = known.or(&shape(e)).complete()?;
+    if known.feed_forward_length.is_none() {
+        // Parameters are linear in the FFN width: move it (in steps of 256)
+        // to land on the count the width alone could only bracket.
+        let at = |ff: u64| {
+            let mut g = f.clone();
+            g.feed_forward_length = ff;
+            n_params(&g)
+        };
+        let (ff0, step) = (f.feed_forward_length, 256u64);
+        let per_step = at(ff0 + step).saturating_sub(at(ff0)).max(1);
+        let delta = (target as f64 - at(ff0) as f64) / per_step as f64;
+        let ff = ff0 as f64 + delta.round() * step as f64;
+        f.feed_forward_length = (ff.max(step as f64) as u64).div_ceil(step) * step;
+    }
+    Ok(f)
+}
+
+/// The tensor layout family of an architecture.
+#[derive(Debug, Clone, Copy, Default)]
+struct Layout {
+    /// Q, K, V biases (qwen2).
+    qkv_bias: bool,
+    /// Per-head Q/K norms (qwen3, gemma3).
+    qk_norm: bool,
+    /// Post-attention and post-FFN norms (gemma2/3).
+    post_norms: bool,
+    /// Output is always the token embedding (gemma).
+    always_tied: bool,
+    /// Fused QKV and gate+up projections (phi3).
+    fused: bool,
+    /// Latent attention (deepseek2).
+    mla: bool,
+    /// gpt-oss: biases everywhere, attention sinks, post-attention norm.
+    gpt_oss: bool,
+}
+
+fn layout(arch: &str) -> Layout {
+    let d = Layout::default();
+    match arch {
+        "qwen2" | "qwen2moe" => Layout {
+            qkv_bias: true,
+            ..d
+        },
+        "qwen3" | "qwen3moe" => Layout { qk_norm: true, ..d },
+        "gemma2" => Layout {
+            post_norms: true,
+            always_tied: true,
+            ..d
+        },
+        "gemma3" => Layout {
+            post_norms: true,
+            qk_norm: true,
+            always_tied: true,
+            ..d
+        },
+        "phi3" => Layout { fused: true, ..d },
+        "deepseek2" => Layout { mla: true, ..d },
+        "gpt-oss" => Layout { gpt_oss: true, ..d },
+        _ => d,
+    }
+}
+
+/// Every tensor's name and shape, in file order.
+fn raw_tensors(f: &ArchFacts) -> Vec<(String, Vec<u64>)> {
+    let l = layout(&f.architecture);
+    let e = f.embedding_length;
+    let (q, kv) = (f.head_count * f.key_length, f.head_count_kv * f.key_length);
+    let v_out = f.head_count * f.value_length;
+    let kv_v = f.head_count_kv * f.value_length;
+    let mut raw: Vec<(String, Vec<u64>)> =
+        vec![("token_embd.weight".into(), vec![e, f.vocab_size])];
+    if f.rope_freqs {
+        raw.push(("rope_freqs.weight".into(), vec![f.key_length / 2]));
+    }
+    for il in 0..f.block_count {
+        let mut t = |suffix: &str, dims: Vec<u64>| raw.push((format!("blk.{il}.{suffix}"), dims));
+        t("attn_norm.weight", vec![e]);
+        if l.mla {
+            let rope = f.rope_dimension_count;
+            let lora = u64::from(f.kv_lora_rank);
+            t("attn_q.weight", vec![e, q]);
+            t("attn_kv_a_mqa.weight", vec![e, lora + rope]);
+            t("attn_kv_a_norm.weight", vec![lora]);
+            let per_head = f.key_length.saturating_sub(rope) + f.value_length;
+            t("attn_kv_b.weight", vec![lora, f.head_count * per_head]);
+        } else if l.fused {
+            t("attn_qkv.weight", vec![e, q + kv + kv_v]);
+        } else {
+            t("attn_q.weight", vec![e, q]);
+            t("attn_k.weight", vec![e, kv]);
+            t("attn_v.weight", vec![e, kv_v]);
+            if l.qkv_bias || l.gpt_oss {
+                t("attn_q.bias", vec![q]);
+                t("attn_k.bias", vec![kv]);
+                t("attn_v.bias", vec![kv_v]);
+            }
+        }
+        t("attn_output.weight", vec![v_out, e]);
+        if l.gpt_oss {
+            t("attn_output.bias", vec![e]);
+            t("attn_sinks.weight", vec![f.head_count]);
+        }
+        if l.qk_norm {
+            t("attn_q_norm.weight", vec![f.key_length]);
+            t("attn_k_norm.weight", vec![f.key_length]);
+        }
+        if l.post_norms || l.gpt_oss {
+            t("post_attention_norm.weight", vec![e]);
+        }
+        if !l.gpt_oss {
+            t("ffn_norm.weight", vec![e]);
+        }
+        let moe = f.expert_count > 0 && il >= f.leading_dense_block_count;
+        if moe {
+            let (x, ff) = (u64::from(f.expert_count), f.expert_feed_forward_length);
+            t("ffn_gate_inp.weight", vec![e, x]);
+            t("ffn_gate_exps.weight", vec![e, ff, x]);
+            t("ffn_down_exps.weight", vec![ff, e, x]);
+            t("ffn_up_exps.weight", vec![e, ff, x]);
+            if l.gpt_oss {
+                t("ffn_gate_inp.bias", vec![x]);
+                t("ffn_gate_exps.bias", vec![ff, x]);
+                t("ffn_down_exps.bias", vec![e, x]);
+                t("ffn_up_exps.bias", vec![ff, x]);
+            }
+            if f.expert_shared_count > 0 {
+                let sh = ff * u64::from(f.expert_shared_count);
+                t("ffn_gate_shexp.weight", vec![e, sh]);
+                t("ffn_down_shexp.weight", vec![sh, e]);
+                t("ffn_up_shexp.weight", vec![e, sh]);
+            }
+        } else if l.fused {
+            t("ffn_up.weight", vec![e, 2 * f.feed_forward_length]);
+            t("ffn_down.weight", vec![f.feed_forward_length, e]);
+        } else {
+            t("ffn_gate.weight", vec![e, f.feed_forward_length]);
+            t("ffn_up.weight", vec![e, f.feed_forward_length]);
+            t("ffn_down.weight", vec![f.feed_forward_length, e]);
+        }
+        if l.post_norms {
+            t("post_ffw_norm.weight", vec![e]);
+        }
+    }
+    raw.push(("output_norm.weight".into(), vec![e]));
+    if !f.tied_embeddings {
+        raw.push(("output.weight".into(), vec![e, f.vocab_size]));
+    }
+    raw
+}
+
+/// A model's tensors (names and shapes) laid out once, to be typed,
+/// sized and profiled under any of its quantizations cheaply: a catalog
+/// entry has up to twenty files of one architecture.
+#[derive(Debug, Clone)]
+pub struct Skeleton {
+    facts: ArchFacts,
+    raw: Vec<(String, Vec<u64>)>,
+    mix: MixPlan,
+    n_params: u64,
+}
+
+impl Skeleton {
+    /// Lay out the tensors of `f`.
+    #[must_use]
+    pub fn new(f: &ArchFacts) -> Skeleton {
+        let raw = raw_tensors(f);
+        let model = MixModel {
+            n_layer: f.block_count,
+            n_head: f.head_count,
+            n_head_kv: f.head_count_kv,
+            n_expert: f.expert_count,
+            is_70b: f.architecture == "llama"
+                && f.block_count == 80
+                && f.head_count != f.head_count_kv,
+        };
+        let input: Vec<MixTensor<'_>> = raw
+            .iter()
+            .map(|(name, dims)| MixTensor { name, dims })
+            .collect();
+        let mix = MixPlan::new(&model, &input);
+        let n_params = raw.iter().map(|(_, d)| d.iter().product::<u64>()).sum();
+        Skeleton {
+            facts: f.clone(),
+            raw,
+            mix,
+            n_params,
+        }
+    }
+
+    /// The facts it was laid out from.
+    #[must_use]
+    pub fn facts(&self) -> &ArchFacts {
+        &self.facts
+    }
+
+    /// Parameters (sum of tensor elements).
+    #[must_use]
+    pub fn n_params(&self) -> u64 {
+        self.n_params
+    }
+
+    /// Each tensor's type in `ftype`, in file order.
+    fn types(&self, ftype: FileType) -> Vec<GgmlType> {
+        let mut types = self.mix.types(ftype);
+        if let Some(fixed) = self.facts.expert_type {
+            for ((name, _), ty) in self.raw.iter().zip(&mut types) {
+                if name.contains("_exps.weight") {
+                    *ty = fixed;
+                }
+            }
+        }
+        types
+    }
+
+    /// Bytes of all tensor data in `ftype`, and of the repeating layers only.
+    #[must_use]
+    pub fn weight_bytes(&self, ftype: FileType) -> (u64, u64) {
+        let (mut all, mut layers) = (0u64, 0u64);
+        for ((name, dims), ty) in self.raw.iter().zip(self.types(ftype)) {
+            let b = ty.tensor_bytes(dims).unwrap_or(0);
+            all += b;
+            if name.starts_with("blk.") {
+                layers += b;
+            }
+        }
+        (all, layers)
+    }
+
+    /// Every tensor in `ftype`, with llama-quantize's types.
+    #[must_use]
+    pub fn tensors(&self, ftype: FileType) -> Vec<SynthTensor> {
+        self.raw
+            .iter()
+            .zip(self.types(ftype))
+            .map(|((name, dims), ty)| SynthTensor {
+                name: name.clone(),
+                dims: dims.clone(),
+                ty,
+            })
+            .collect()
+    }
+
+    /// The planner's profile in `ftype` (see [`profile`]).
+    ///
+    /// # Errors
+    /// Facts llama.cpp would refuse.
+    pub fn profile(&self, ftype: FileType) -> Result<ModelProfile, FactsError> {
+        Ok(profile::profile(&header_direct(
+            &self.facts,
+            ftype,
+            self.tensors(ftype),
+        )?)?)
+    }
+}
+
+/// Every tensor of the model in `ftype`, with llama-quantize's types.
+#[must_use]
+pub fn tensors(f: &ArchFacts, ftype: FileType) -> Vec<SynthTensor> {
+    Skeleton::new(f).tensors(ftype)
+}
+
+/// Parameters of the model (sum of tensor elements).
+#[must_use]
+pub fn n_params(f: &ArchFacts) -> u64 {
+    raw_tensors(f)
+        .iter()
+        .map(|(_, d)| d.iter().product::<u64>())
+        .sum()
+}
+
+/// Bytes of all tensor data of the model in `ftype` (what the file holds
+/// besides its header).
+#[must_use]
+pub fn weight_bytes(f: &ArchFacts, ftype: FileType) -> u64 {
+    Skeleton::new(f).weight_bytes(ftype).0
+}
+
+/// The metadata of the model's header in `ftype` (no tokenizer).
+fn metadata(f: &ArchFacts, ftype: FileType) -> Result<Vec<(String, Value)>, FactsError> {
+    let a = f.architecture.as_str();
+    let k = |key: &str| format!("{a}.{key}");
+    let u32_of = |what: &str, v: u64| {
+        u32::try_from(v)
+            .map_err(|_| FactsError::Inconsistent(format!("{what} {v} does not fit a GGUF u32")))
+    };
+    let mut m: Vec<(String, Value)> = vec![
+        ("general.architecture".into(), a.into()),
+        (
+            "general.name".into(),
+            format!("{a} from facts {}", ftype.name()).into(),
+        ),
+        ("general.file_type".into(), ftype.id().into()),
+        ("general.quantization_version".into(), 2u32.into()),
+        (k("block_count"), f.block_count.into()),
+        (
+            k("embedding_length"),
+            u32_of("embedding_length", f.embedding_length)?.into(),
+        ),
+        (
+            k("feed_forward_length"),
+            u32_of("feed_forward_length", f.feed_forward_length)?.into(),
+        ),
+        (
+            k("attention.head_count"),
+            u32_of("head_count", f.head_count)?.into(),
+        ),
+        (
+            k("attention.head_count_kv"),
+            u32_of("head_count_kv", f.head_count_kv)?.into(),
+        ),
+        (
+            k("attention.key_length"),
+            u32_of("key_length", f.key_length)?.into(),
+        ),
+        (
+            k("attention.value_length"),
+            u32_of("value_length", f.value_length)?.into(),
+        ),
+        (k("vocab_size"), u32_of("vocab_size", f.vocab_size)?.into()),
+    ];
+    if f.context_length > 0 {
+        m.push((
+            k("context_length"),
+            u32_of("context_length", f.context_length)?.into(),
+        ));
+    }
+    if f.expert_count > 0 {
+        m.push((k("expert_count"), f.expert_count.into()));
+        m.push((k("expert_used_count"), f.expert_used_count.into()));
+        m.push((
+            k("expert_feed_forward_length"),
+            u32_of("expert_feed_forward_length", f.expert_feed_forward_length)?.into(),
+        ));
+        if f.expert_shared_count > 0 {
+            m.push((k("expert_shared_count"), f.expert_shared_count.into()));
+        }
+        if f.leading_dense_block_count > 0 {
+            m.push((
+                k("leading_dense_block_count"),
+                f.leading_dense_block_count.into(),
+            ));
+        }
+    }
+    if let Some(w) = f.sliding_window {
+        m.push((k("attention.sliding_window"), w.into()));
+    }
+    if f.kv_lora_rank > 0 {
+        m.push((k("attention.kv_lora_rank"), f.kv_lora_rank.into()));
+    }
+    if f.rope_dimension_count > 0 {
+        m.push((
+            k("rope.dimension_count"),
+            u32_of("rope_dimension_count", f.rope_dimension_count)?.into(),
+        ));
+    }
+    Ok(m)
+}
+
+/// The model's header in `ftype`, without a tokenizer, laid out and checked
+/// by the GGUF writer and reader (what a file written from it would hold).
+///
+/// # Errors
+/// Sizes that do not fit the GGUF integer types.
+pub fn header(f: &ArchFacts, ftype: FileType) -> Result<Header, FactsError> {
+    let mut b = HeaderBuilder::new();
+    for (key, value) in metadata(f, ftype)? {
+        b = b.kv(key, value);
+    }
+    for t in tensors(f, ftype) {
+        b = b.tensor(t.name, &t.dims, t.ty);
+    }
+    Ok(b.build()?)
+}
+
+/// Bytes a metadata value takes in a GGUF header (the scalar and string
+/// types [`metadata`] writes).
+fn value_len(v: &Value) -> Option<u64> {
+    Some(match v {
+        Value::U8(_) | Value::I8(_) | Value::Bool(_) => 1,
+        Value::U16(_) | Value::I16(_) => 2,
+        Value::U32(_) | Value::I32(_) | Value::F32(_) => 4,
+        Value::U64(_) | Value::I64(_) | Value::F64(_) => 8,
+        Value::String(s) => 8 + s.len() as u64,
+        Value::Array(_) => return None,
+    })
+}
+
+/// [`header`] without writing and re-reading it: the same [`Header`]
+/// (a test holds them equal), at a fraction of the cost, for ranking a
+/// whole catalog.
+fn header_direct(
+    f: &ArchFacts,
+    ftype: FileType,
+    tensors: Vec<SynthTensor>,
+) -> Result<Header, FactsError> {
+    const ALIGN: u64 = crate::gguf::DEFAULT_ALIGNMENT;
+    let metadata = metadata(f, ftype)?;
+    let mut header_bytes = 4 + 4 + 8 + 8;
+    for (key, value) in &metadata {
+        let len = value_len(value)
+            .ok_or_else(|| FactsError::Inconsistent(format!("array value for {key}")))?;
+        header_bytes += 8 + key.len() as u64 + 4 + len;
+    }
+    let mut offset = 0u64;
+    let tensors: Vec<TensorInfo> = tensors
+        .into_iter()
+        .map(|t| {
+            header_bytes += 8 + t.name.len() as u64 + 4 + 8 * t.dims.len() as u64 + 4 + 8;
+            let bytes = t.ty.tensor_bytes(&t.dims).unwrap_or(0);
+            let info = TensorInfo {
+                name: t.name,
+                dims: t.dims,
+                ty: t.ty,
+                offset,
+                bytes,
+            };
+            offset += bytes.div_ceil(ALIGN) * ALIGN;
+            info
+        })
+        .collect();
+    Ok(Header {
+        version: 3,
+        alignment: ALIGN,
+        metadata,
+        tensors,
+        data_offset: header_bytes.div_ceil(ALIGN) * ALIGN,
+        header_bytes,
+    })
+}
+
+/// The planner's profile of the model in `ftype`: what `headroom plan`
+/// would build from the real file's header.
+///
+/// # Errors
+/// Facts llama.cpp would refuse (see [`profile::profile`]).
+pub fn profile(f: &ArchFacts, ftype: FileType) -> Result<ModelProfile, FactsError> {
+    Skeleton::new(f).profile(ftype)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::synth::{self, Mix, Shape};
+
+    fn from_shape(shape: Shape) -> ArchFacts {
+        let s = shape.spec();
+        PartialFacts {
+            architecture: Some(s.arch.into()),
+            block_count: Some(s.n_layer),
+            embedding_length: Some(s.n_embd),
+            feed_forward_length: Some(s.n_ff),
+            head_count: Some(s.n_head),
+            head_count_kv: Some(s.n_head_kv),
+            key_length: Some(s.head_dim),
+            vocab_size: Some(s.n_vocab),
+            context_length: Some(u64::from(s.n_ctx_train)),
+            tied_embeddings: Some(s.tied_embeddings),
+            expert_count: Some(s.n_expert),
+            expert_used_count: Some(s.n_expert_used),
+            expert_feed_forward_length: Some(s.n_ff_exp),
+            sliding_window: s.sliding_window,
+            rope_freqs: Some(s.rope_freqs),
+            ..PartialFacts::default()
+        }
+        .complete()
+        .expect("complete")
+    }
+
+    #[test]
+    fn same_tensors_as_the_synthetic_shapes() {
+        // The general mirror and layouts agree with the hand-checked synth
+        // shapes (which the app checks against llama.cpp itself).
+        for shape in Shape::ALL.into_iter().chain([Shape::Llama70B]) {
+            let f = from_shape(shape);
+            for mix in Mix::ALL {
+                let ftype = FileType::from_name(mix.name()).expect("known");
+                let mut ours: Vec<_> = tensors(&f, ftype)
+                    .into_iter()
+                    .map(|t| (t.name, t.dims, t.ty))
+                    .collect();
+                let mut theirs: Vec<_> = synth::tensors(shape, mix)
+                    .into_iter()
+                    .map(|t| (t.name, t.dims, t.ty))
+                    .collect();
+                ours.sort();
+                theirs.sort();
+                if shape == Shape::Llama70B && mix == Mix::Q4KM {
+                    // synth::quant_type leaves out the 70B attn_v rule.
+                    let diff = ours.iter().zip(&theirs).filter(|(a, b)| a != b).count();
+                    assert!(diff > 0 && ours.len() == theirs.len());
+                    continue;
+                }
+                assert_eq!(ours, theirs, "{} {}", shape.name(), mix.name());
+            }
+        }
+    }
+
+    #[test]
+    fn profiles_parse_and_count_parameters() -> Result<(), FactsError> {
+        let f = from_shape(Shape::Llama8B);
+        let p = profile(&f, FileType::Q4_K_M)?;
+        assert_eq!(p.n_params, 8_030_261_248);
+        assert_eq!(p.quant, "Q4_K_M");
+        assert_eq!(p.n_layer, 32);
+        assert_eq!(n_params(&f), p.n_params);
+        assert_eq!(weight_bytes(&f, FileType::Q4_K_M), p.weight_bytes);
+        let moe = profile(&from_shape(Shape::Qwen3Moe30BA3B), FileType::Q8_0)?;
+        assert_eq!(moe.n_params, 30_532_122_624);
+        assert_eq!(moe.experts.map(|e| e.count), Some(128));
+        Ok(())
+    }
+
+    #[test]
+    fn the_direct_header_is_the_written_one() -> Result<(), FactsError> {
+        for shape in [Shape::Llama8B, Shape::Gemma3_1B, Shape::Qwen3Moe30BA3B] {
+            let f = from_shape(shape);
+            for ftype in [FileType::Q4_K_M, FileType::IQ2_M, FileType::BF16] {
+                let direct = header_direct(&f, ftype, tensors(&f, ftype))?;
+                assert_eq!(direct, header(&f, ftype)?, "{}", shape.name());
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn missing_facts_are_named() {
+        let partial = PartialFacts {
+            architecture: Some("llama".into()),
+            block_count: Some(32),
+            ..PartialFacts::default()
+        };
+        let Err(FactsError::Missing(m)) = partial.complete() else {
+            panic!("incomplete facts must fail");
+        };
+        assert!(m.contains(&"embedding_length") && m.contains(&"vocab_size"));
+        assert!(!m.contains(&"block_count"));
+    }
+
+    #[test]
+    fn estimates_keep_known_facts_and_reach_the_parameter_count() -> Result<(), FactsError> {
+        let known = PartialFacts {
+            block_count: Some(80),
+            head_count: Some(64),
+            head_count_kv: Some(8),
+            ..PartialFacts::default()
+        };
+        let f = estimate(&known, 72_700_000_000)?;
+        assert_eq!((f.block_count, f.head_count, f.head_count_kv), (80, 64, 8));
+        let n = n_params(&f) as f64;
+        assert!((n / 72.7e9 - 1.0).abs() < 0.005, "{n}");
+        let small = estimate(&PartialFacts::default(), 8_000_000_000)?;
+        assert!((n_params(&small) as f64 / 8e9 - 1.0).abs() < 0.005);
+        let large = estimate(&PartialFacts::default(), 122_600_000_000)?;
+        assert!((n_params(&large) as f64 / 122.6e9 - 1.0).abs() < 0.005);
+        let moe = PartialFacts {
+            expert_count: Some(8),
+            ..PartialFacts::default()
+        };
+        assert!(estimate(&moe, 47_000_000_000).is_err(), "no generic MoE");
+        Ok(())
+    }
+
+    #[test]
+    fn or_fills_gaps_and_conflicts_are_listed() {
+        let a = PartialFacts {
+            block_count: Some(28),
+            head_count: Some(28),
+            ..PartialFacts::default()
+        };
+        let b = PartialFacts {
+            block_count: Some(28),
+            head_count: Some(32),
+            vocab_size: Some(152_064),
+            ..PartialFacts::default()
+        };
+        let merged = a.or(&b);
+        let full = estimate(&merged, 7_000_000_000).expect("estimate");
+        assert_eq!(full.partial().complete().expect("round trip"), full);
+        assert_eq!(merged.head_count, Some(28));
+        assert_eq!(merged.vocab_size, Some(152_064));
+        assert_eq!(a.conflicts(&b), vec!["head_count: 28 ≠ 32".to_string()]);
+    }
+}
