@@ -5,6 +5,7 @@
 //! benchmarks can reach the llama.cpp accounting shim and the demo-model cache.
 
 pub mod calibration;
+pub mod catalog;
 pub mod chat;
 pub mod cli;
 pub mod commands;

@@ -4,6 +4,7 @@
 mod accounting;
 mod catalog;
 pub mod chat;
+pub mod fit;
 mod hw;
 mod list;
 mod plan;
@@ -39,6 +40,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Plan(args) => plan::run(&args, &cli.machine),
         Command::Run(args) => run::run(&args, &cli.machine, cli.verbose),
         Command::Chat(args) => chat::run(&args, &cli.machine, cli.verbose),
+        Command::Fit(args) => fit::run(&args, &cli.machine),
         Command::Hw(args) => hw::run(&args, &cli.machine),
         Command::LlamaAccounting(args) => accounting::run(&args),
         Command::Pull(args) => pull::run(&args, &cli.machine),

@@ -1,0 +1,548 @@
+//! The model catalog (`models.toml`): open-weight models people run
+//! locally, their GGUF files on Hugging Face, and the architecture facts the
+//! planner needs to plan them before anything is downloaded.
+//!
+//! The catalog is compiled into the binary (`include_str!`); `--catalog
+//! FILE` or `HEADROOM_CATALOG` replaces it. Every number in it is listed
+//! somewhere (its `sources`): sizes keep the precision their README lists
+//! them with, and whatever headroom derives instead (architecture from a
+//! sibling model or from the parameter count, sizes from the architecture)
+//! is reported as estimated. See [`plan`] for planning entries and [`fit`]
+//! for ranking them.
+
+pub mod fit;
+pub mod plan;
+mod raw;
+
+use std::fmt;
+use std::path::Path;
+
+use headroom_planner::synth::facts::PartialFacts;
+use headroom_planner::synth::mix::FileType;
+
+use raw::{RawCatalog, RawModel, RawQuant, parse_listed_size, span_line};
+
+/// The catalog compiled into headroom.
+pub const BUILTIN: &str = include_str!("../../../models.toml");
+/// What errors call the built-in catalog.
+pub const BUILTIN_ORIGIN: &str = "models.toml (built in)";
+/// Environment variable naming a catalog file to use instead.
+pub const ENV_CATALOG: &str = "HEADROOM_CATALOG";
+
+/// Use tags an entry may carry (`headroom fit --use`).
+pub const USES: &[&str] = &[
+    "chat",
+    "code",
+    "small",
+    "reasoning",
+    "moe",
+    "long-context",
+    "base",
+];
+
+/// A catalog that cannot be used, located at `origin:line`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct CatalogError {
+    /// The file (or [`BUILTIN_ORIGIN`]).
+    pub origin: String,
+    /// 1-based line of the offending entry or value.
+    pub line: usize,
+    /// What is wrong, on one line.
+    pub message: String,
+}
+
+impl fmt::Display for CatalogError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}: {}", self.origin, self.line, self.message)
+    }
+}
+
+/// One downloadable quantization of a model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Quant {
+    /// The name as the repository lists it (`Q4_K_M`).
+    pub name: String,
+    /// The llama.cpp mix it is.
+    pub file_type: FileType,
+    /// Hugging Face repository (`owner/name`).
+    pub repo: String,
+    /// File name(s) in the repository: one, or the parts of a split file in
+    /// order. Empty when the README did not name them: the files are then
+    /// found by listing the repository (in `folder` when given).
+    pub files: Vec<String>,
+    /// Folder holding the parts of a split file whose part names are unknown.
+    pub folder: Option<String>,
+    /// Size in bytes: exact when `size_precision` is 0, else as listed.
+    pub size_bytes: Option<u64>,
+    /// ± bytes of the listed precision (`4.92 GB`: 5 MB); 0 for exact bytes.
+    pub size_precision: u64,
+    /// The size as listed (`4.92 GB`), when it was listed that way.
+    pub size_listed: Option<String>,
+    /// Set only by `headroom catalog refresh`, after reading the file's header.
+    pub verified: bool,
+    /// Line of its `[[model.quant]]` table.
+    pub line: usize,
+}
+
+impl Quant {
+    /// Whether `name` names this quantization (case-insensitive; `Q4_K`
+    /// and `Q4_K_M` name the same mix).
+    #[must_use]
+    pub fn matches(&self, name: &str) -> bool {
+        self.name.eq_ignore_ascii_case(name)
+            || FileType::from_name(name).is_some_and(|f| f == self.file_type)
+    }
+}
+
+/// One model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    /// Stable identifier (`llama-3.1-8b-instruct`): lower case, digits, `.`, `-`.
+    pub id: String,
+    /// Display name.
+    pub name: String,
+    /// Model family.
+    pub family: String,
+    /// Parameters in billions as stated (or the size label, see
+    /// `params_nominal`).
+    pub params_b: Option<f64>,
+    /// `params_b` is a size label (the name's `8B`, a card's "1B and 3B
+    /// sizes"), not a count.
+    pub params_nominal: bool,
+    /// Active parameters per token in billions (MoE).
+    pub params_active_b: Option<f64>,
+    /// License identifier.
+    pub license: Option<String>,
+    /// Use tags (see [`USES`]).
+    pub uses: Vec<String>,
+    /// Main GGUF repository.
+    pub repo: String,
+    /// Architecture facts of this model (possibly partial).
+    pub arch: PartialFacts,
+    /// The entry whose architecture this model shares.
+    pub arch_like: Option<String>,
+    /// Why it shares it.
+    pub arch_like_why: Option<String>,
+    /// Where the numbers come from.
+    pub sources: Vec<String>,
+    /// Remarks.
+    pub notes: Vec<String>,
+    /// Quantizations, as listed.
+    pub quants: Vec<Quant>,
+    /// Line of its `[[model]]` table.
+    pub line: usize,
+}
+
+impl Entry {
+    /// The quantization called `name` (see [`Quant::matches`]).
+    #[must_use]
+    pub fn quant(&self, name: &str) -> Option<&Quant> {
+        self.quants
+            .iter()
+            .find(|q| q.name.eq_ignore_ascii_case(name))
+            .or_else(|| self.quants.iter().find(|q| q.matches(name)))
+    }
+
+    /// Whether the entry carries use tag `u`.
+    #[must_use]
+    pub fn has_use(&self, u: &str) -> bool {
+        self.uses.iter().any(|x| x.eq_ignore_ascii_case(u))
+    }
+}
+
+/// The whole catalog.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Catalog {
+    entries: Vec<Entry>,
+    origin: String,
+}
+
+impl Catalog {
+    /// The catalog named by `HEADROOM_CATALOG`, else the built-in one.
+    ///
+    /// # Errors
+    /// An unreadable or invalid catalog file.
+    pub fn load_default() -> anyhow::Result<Catalog> {
+        Catalog::load(None)
+    }
+
+    /// `path` (`--catalog FILE`) when given, else [`Catalog::load_default`].
+    ///
+    /// # Errors
+    /// An unreadable file, or a [`CatalogError`] naming `file:line`.
+    pub fn load(path: Option<&Path>) -> anyhow::Result<Catalog> {
+        let from_env = std::env::var_os(ENV_CATALOG).filter(|v| !v.is_empty());
+        let path = path.map(Path::to_path_buf).or(from_env.map(Into::into));
+        match path {
+            Some(p) => {
+                let text = std::fs::read_to_string(&p).map_err(|e| {
+                    anyhow::anyhow!("{}: cannot read the catalog: {e}", p.display())
+                })?;
+                Ok(Catalog::parse(&text, &p.display().to_string())?)
+            }
+            None => Ok(Catalog::builtin()?),
+        }
+    }
+
+    /// The built-in catalog.
+    ///
+    /// # Errors
+    /// Only if the compiled-in file is invalid (the tests make sure it is not).
+    pub fn builtin() -> Result<Catalog, CatalogError> {
+        Catalog::parse(BUILTIN, BUILTIN_ORIGIN)
+    }
+
+    /// Parse and validate catalog `text`; `origin` names it in errors.
+    ///
+    /// # Errors
+    /// The first problem found, with its line.
+    pub fn parse(text: &str, origin: &str) -> Result<Catalog, CatalogError> {
+        let err = |line: usize, message: String| CatalogError {
+            origin: origin.to_string(),
+            line,
+            message,
+        };
+        let raw: RawCatalog = toml::from_str(text).map_err(|e| {
+            let line = e.span().map_or(1, |s| span_line(text, &s));
+            err(line, e.message().trim().replace('\n', " "))
+        })?;
+        let mut entries = Vec::with_capacity(raw.model.len());
+        for m in raw.model {
+            let line = span_line(text, &m.span());
+            let entry = entry(m.into_inner(), line, text).map_err(|(l, msg)| err(l, msg))?;
+            if let Some(prev) = entries
+                .iter()
+                .find(|e: &&Entry| e.id.eq_ignore_ascii_case(&entry.id))
+            {
+                return Err(err(
+                    line,
+                    format!("duplicate id '{}' (first at line {})", entry.id, prev.line),
+                ));
+            }
+            entries.push(entry);
+        }
+        if entries.is_empty() {
+            return Err(err(1, "no [[model]] entries".into()));
+        }
+        let cat = Catalog {
+            entries,
+            origin: origin.to_string(),
+        };
+        cat.check_arch_like().map_err(|(l, msg)| err(l, msg))?;
+        Ok(cat)
+    }
+
+    /// Every entry, in file order.
+    #[must_use]
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    /// Where the catalog came from (a path or [`BUILTIN_ORIGIN`]).
+    #[must_use]
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    /// The entry with id `id` (case-insensitive).
+    #[must_use]
+    pub fn get(&self, id: &str) -> Option<&Entry> {
+        self.entries.iter().find(|e| e.id.eq_ignore_ascii_case(id))
+    }
+
+    /// Mark a quantization verified with the size read from its repository
+    /// (for `headroom catalog refresh`). Returns whether it was found.
+    pub fn mark_verified(&mut self, id: &str, quant: &str, size_bytes: u64) -> bool {
+        let Some(e) = self
+            .entries
+            .iter_mut()
+            .find(|e| e.id.eq_ignore_ascii_case(id))
+        else {
+            return false;
+        };
+        let Some(q) = e.quants.iter_mut().find(|q| q.matches(quant)) else {
+            return false;
+        };
+        q.verified = true;
+        q.size_bytes = Some(size_bytes);
+        q.size_precision = 0;
+        true
+    }
+
+    /// `arch_like` must name an entry with complete facts of its own, and the
+    /// facts this entry states must agree with it.
+    fn check_arch_like(&self) -> Result<(), (usize, String)> {
+        for e in &self.entries {
+            let Some(like) = &e.arch_like else { continue };
+            let Some(target) = self.get(like) else {
+                return Err((
+                    e.line,
+                    format!("{}: arch_like '{like}' is not in the catalog", e.id),
+                ));
+            };
+            if target.arch_like.is_some() || !target.arch.is_complete() {
+                return Err((
+                    e.line,
+                    format!(
+                        "{}: arch_like '{like}' must have complete architecture facts of its own",
+                        e.id
+                    ),
+                ));
+            }
+            let conflicts = e.arch.conflicts(&target.arch);
+            if !conflicts.is_empty() {
+                return Err((
+                    e.line,
+                    format!(
+                        "{}: facts contradict arch_like '{like}': {}",
+                        e.id,
+                        conflicts.join(", ")
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-')
+        && id.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+}
+
+fn valid_repo(repo: &str) -> bool {
+    let mut parts = repo.split('/');
+    let ok = |s: Option<&str>| {
+        s.is_some_and(|s| {
+            !s.is_empty()
+                && s.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        })
+    };
+    ok(parts.next()) && ok(parts.next()) && parts.next().is_none()
+}
+
+/// Validate one model into an [`Entry`]; errors carry their line.
+fn entry(m: RawModel, line: usize, text: &str) -> Result<Entry, (usize, String)> {
+    let fail = |msg: String| (line, format!("{}: {msg}", m.id));
+    if !valid_id(&m.id) {
+        return Err((
+            line,
+            format!(
+                "id '{}' must be lower-case letters, digits, '.' and '-'",
+                m.id
+            ),
+        ));
+    }
+    if m.name.trim().is_empty() || m.family.trim().is_empty() {
+        return Err(fail("name and family must not be empty".into()));
+    }
+    if !valid_repo(&m.repo) {
+        return Err(fail(format!("repo '{}' is not owner/name", m.repo)));
+    }
+    for p in [m.params_b, m.params_active_b].into_iter().flatten() {
+        if !(p.is_finite() && p > 0.0) {
+            return Err(fail(format!("parameter count {p} must be above 0")));
+        }
+    }
+    if m.uses.is_empty() {
+        return Err(fail(
+            "use must list at least one of chat, code, small, …".into(),
+        ));
+    }
+    if let Some(u) = m.uses.iter().find(|u| !USES.contains(&u.as_str())) {
+        return Err(fail(format!(
+            "unknown use '{u}' (known: {})",
+            USES.join(", ")
+        )));
+    }
+    if m.arch_like.is_some() != m.arch_like_why.is_some() {
+        return Err(fail("arch_like and arch_like_why go together".into()));
+    }
+    if m.quant.is_empty() {
+        return Err(fail("no [[model.quant]]".into()));
+    }
+    let mut quants: Vec<Quant> = Vec::with_capacity(m.quant.len());
+    for q in m.quant {
+        let qline = span_line(text, &q.span());
+        let q = quant(q.into_inner(), &m.repo, qline)
+            .map_err(|msg| (qline, format!("{}: {msg}", m.id)))?;
+        if let Some(prev) = quants.iter().find(|p| p.name.eq_ignore_ascii_case(&q.name)) {
+            return Err((
+                qline,
+                format!(
+                    "{}: quant {} listed twice (first at line {})",
+                    m.id, q.name, prev.line
+                ),
+            ));
+        }
+        quants.push(q);
+    }
+    if m.arch_like.is_none()
+        && !m.arch.is_complete()
+        && m.params_b.is_none()
+        && quants.iter().all(|q| q.size_bytes.is_none())
+    {
+        return Err(fail(
+            "incomplete arch facts need arch_like, params_b or a listed size to estimate from"
+                .into(),
+        ));
+    }
+    Ok(Entry {
+        id: m.id,
+        name: m.name,
+        family: m.family,
+        params_b: m.params_b,
+        params_nominal: m.params_nominal,
+        params_active_b: m.params_active_b,
+        license: m.license,
+        uses: m.uses,
+        repo: m.repo,
+        arch: m.arch,
+        arch_like: m.arch_like,
+        arch_like_why: m.arch_like_why,
+        sources: m.sources,
+        notes: m.notes,
+        quants,
+        line,
+    })
+}
+
+fn quant(q: RawQuant, model_repo: &str, line: usize) -> Result<Quant, String> {
+    let file_type = FileType::from_name(&q.name).ok_or_else(|| {
+        format!(
+            "quant '{}' is not a llama.cpp file type (Q4_K_M, Q8_0, IQ4_XS, …)",
+            q.name
+        )
+    })?;
+    let repo = q.repo.unwrap_or_else(|| model_repo.to_string());
+    if !valid_repo(&repo) {
+        return Err(format!("quant {}: repo '{repo}' is not owner/name", q.name));
+    }
+    let given = [q.file.is_some(), q.files.is_some(), q.folder.is_some()];
+    if given.iter().filter(|&&g| g).count() > 1 {
+        return Err(format!(
+            "quant {}: give one of file, files and folder",
+            q.name
+        ));
+    }
+    let files: Vec<String> = q
+        .file
+        .into_iter()
+        .chain(q.files.into_iter().flatten())
+        .collect();
+    if let Some(f) = files
+        .iter()
+        .find(|f| !f.to_ascii_lowercase().ends_with(".gguf") || f.contains(".."))
+    {
+        return Err(format!("quant {}: '{f}' is not a .gguf file name", q.name));
+    }
+    let listed = q
+        .size
+        .as_deref()
+        .map(|s| {
+            parse_listed_size(s).ok_or_else(|| {
+                format!(
+                    "quant {}: size '{s}' is not like \"4.92 GB\" (MB, GB or TB of 10^N bytes)",
+                    q.name
+                )
+            })
+        })
+        .transpose()?;
+    if let (Some((b, pm)), Some(exact)) = (listed, q.bytes)
+        && exact.abs_diff(b) > pm
+    {
+        return Err(format!(
+            "quant {}: bytes {exact} disagree with the listed size {}",
+            q.name,
+            q.size.as_deref().unwrap_or_default()
+        ));
+    }
+    if q.bytes == Some(0) {
+        return Err(format!("quant {}: bytes must be above 0", q.name));
+    }
+    let (size_bytes, size_precision) = match (q.bytes, listed) {
+        (Some(b), _) => (Some(b), 0),
+        (None, Some((b, pm))) => (Some(b), pm),
+        (None, None) => (None, 0),
+    };
+    Ok(Quant {
+        name: q.name,
+        file_type,
+        repo,
+        files,
+        folder: q.folder,
+        size_bytes,
+        size_precision,
+        size_listed: q.size,
+        verified: q.verified,
+        line,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ONE: &str = r#"
+[[model]]
+id = "tiny"
+name = "Tiny"
+family = "Test"
+params_b = 0.5
+use = ["chat"]
+repo = "me/tiny-GGUF"
+
+[[model.quant]]
+name = "Q4_K_M"
+file = "tiny-Q4_K_M.gguf"
+size = "0.40 GB"
+"#;
+
+    #[test]
+    fn builtin_catalog_parses() {
+        let cat = Catalog::builtin().expect("the built-in catalog is valid");
+        assert!(cat.entries().len() >= 40);
+        let e = cat
+            .get("LLAMA-3.1-8B-INSTRUCT")
+            .expect("lookup ignores case");
+        assert!(e.quant("q4_k_m").is_some());
+    }
+
+    #[test]
+    fn a_minimal_entry() {
+        let cat = Catalog::parse(ONE, "t.toml").expect("valid");
+        let q = cat
+            .get("tiny")
+            .and_then(|e| e.quant("Q4_K"))
+            .expect("alias");
+        assert_eq!(q.size_bytes, Some(400_000_000));
+        assert_eq!(q.size_precision, 5_000_000);
+        assert_eq!(q.repo, "me/tiny-GGUF");
+        assert!(!q.verified);
+    }
+
+    #[test]
+    fn errors_name_the_line() {
+        let bad = ONE.replace("family = \"Test\"", "family = \"Test\"\ncolour = \"red\"");
+        let e = Catalog::parse(&bad, "t.toml").expect_err("unknown field");
+        assert_eq!(e.line, 6, "{e}");
+        assert!(e.to_string().starts_with("t.toml:6: "), "{e}");
+        assert!(!e.to_string().contains('\n'));
+        let dup = format!("{ONE}\n{ONE}");
+        let e = Catalog::parse(&dup, "t.toml").expect_err("duplicate id");
+        assert!(e.message.contains("duplicate id"), "{e}");
+        assert_eq!(e.line, 16);
+        let q = ONE.replace("Q4_K_M\"\nfile", "Q4_K_Q\"\nfile");
+        let e = Catalog::parse(&q, "t.toml").expect_err("bad quant");
+        assert_eq!(e.line, 10, "{e}");
+        let size = ONE.replace("0.40 GB", "0.40GiB");
+        assert!(Catalog::parse(&size, "t.toml").is_err());
+        let syntax = ONE.replace("name = \"Tiny\"", "name = Tiny");
+        let e = Catalog::parse(&syntax, "t.toml").expect_err("syntax");
+        assert_eq!(e.line, 4, "{e}");
+    }
+}
