@@ -361,7 +361,13 @@ fn a_file_that_would_page_from_disk_is_not_chosen_over_one_that_fits() {
         "the 16 GB F16 file cannot stay resident in 12 GiB"
     );
     let chosen = solve::choose(plans.clone(), &bpw).expect("a choice");
-    assert_ne!(chosen.quant, f16.quant, "chose the file that pages from disk");
+    assert_ne!(
+        chosen.quant, f16.quant,
+        "chose the file that pages from disk"
+    );
     assert!(chosen.warnings.iter().all(|w| w.code != "pages_from_disk"));
-    assert_eq!(chosen.quant, plans[1].quant, "Q8_0 (8.5 GB) is resident in 12 GiB");
+    assert_eq!(
+        chosen.quant, plans[1].quant,
+        "Q8_0 (8.5 GB) is resident in 12 GiB"
+    );
 }
