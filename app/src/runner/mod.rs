@@ -234,13 +234,16 @@ impl Engine {
                 )
             })?;
         let n_batch = ctx.n_batch() as usize;
-        Ok(Session {
+        let mut session = Session {
             engine: self,
             ctx,
             cached: Vec::new(),
             batch: LlamaBatch::new(n_batch.max(1), 1),
-            create_time: t0.elapsed(),
-        })
+            create_time: Duration::ZERO,
+        };
+        session.warm_up()?;
+        session.create_time = t0.elapsed();
+        Ok(session)
     }
 
     /// Tokenize text; `add_bos` adds the model's BOS token when it wants one.
@@ -298,6 +301,30 @@ impl Session<'_> {
     #[must_use]
     pub fn n_cached(&self) -> usize {
         self.cached.len()
+    }
+
+    /// What llama.cpp's own tools do before timing anything: evaluate BOS
+    /// and EOS once (threads started, mapped weights paged in, compute graph
+    /// built), then forget it.
+    fn warm_up(&mut self) -> Result<()> {
+        let vocab = self.engine.model.vocab();
+        let mut tokens = vec![vocab.bos(), vocab.eos()];
+        tokens.retain(|t| t.0 >= 0);
+        if tokens.is_empty() {
+            return Ok(());
+        }
+        self.batch.clear();
+        let last = tokens.len() - 1;
+        for (i, &t) in tokens.iter().enumerate() {
+            self.batch.add(t, i32::try_from(i)?, &[0], i == last)?;
+        }
+        self.ctx
+            .decode(&mut self.batch)
+            .map_err(|e| anyhow::anyhow!("llama.cpp failed to evaluate the warm-up batch: {e}"))?;
+        self.batch.clear();
+        self.clear();
+        self.ctx.reset_timings();
+        Ok(())
     }
 
     /// Forget everything in the cache.
