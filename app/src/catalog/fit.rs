@@ -42,7 +42,7 @@ pub struct Query {
     /// Planner settings (`-c`, cache types, …) for every model.
     pub settings: Settings,
     /// `--min-ctx`: plan every model at this context, and leave out models
-    /// trained for less.
+    /// trained for less (or for an unknown context).
     pub min_ctx: Option<u32>,
     /// `--use`: keep models with all of these tags.
     pub uses: Vec<String>,
@@ -91,6 +91,8 @@ pub struct Row {
     pub estimated: bool,
     /// The download size was derived from the architecture.
     pub size_estimated: bool,
+    /// `headroom catalog refresh` read the chosen file on the hub.
+    pub verified: bool,
     /// The architecture is another entry's (`arch_like`) or estimated from
     /// the parameter count.
     pub arch_estimated: bool,
@@ -166,7 +168,8 @@ pub fn quality_class(total: u64, active: u64, ft: FileType, tokens_per_s: Option
 fn selected(e: &Entry, arch: &ResolvedArch, q: &Query) -> bool {
     let uses_ok = q.uses.iter().all(|u| e.has_use(u));
     let ctx_ok = match q.min_ctx {
-        Some(min) => arch.facts.context_length == 0 || arch.facts.context_length >= u64::from(min),
+        // An unknown training context promises nothing.
+        Some(min) => arch.facts.context_length >= u64::from(min),
         None => true,
     };
     uses_ok && ctx_ok
@@ -524,6 +527,7 @@ fn row_with(
         download_bytes: fits.then_some(qp.download_bytes),
         estimated: arch_estimated || (fits && qp.size_estimated),
         size_estimated: fits && qp.size_estimated,
+        verified: fits && quant.verified,
         arch_estimated,
         fit_class: fit_class(verdict),
         quality_class: quality_class(
@@ -608,6 +612,8 @@ pub struct QuantRow {
     pub size_listed: Option<String>,
     /// The size was derived rather than listed.
     pub size_estimated: bool,
+    /// `headroom catalog refresh` read this file on the hub.
+    pub verified: bool,
     /// Effective bits per weight.
     pub bits_per_weight: f64,
     /// `fit`'s pick: the one `plan` would choose, counting files that would
@@ -653,6 +659,7 @@ pub fn quant_rows(
                 download_bytes: p.download_bytes,
                 size_listed: quant.size_listed.clone(),
                 size_estimated: p.size_estimated,
+                verified: quant.verified,
                 bits_per_weight: (p.bpw * 100.0).round() / 100.0,
                 chosen: Some(p.index) == best,
                 verdict: fit_verdict(&p.plan),

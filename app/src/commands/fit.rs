@@ -27,7 +27,8 @@ use crate::cli::{FitArgs, MachineArgs};
 /// Bad options, an invalid catalog (named `file:line`), unknown model.
 pub fn run(args: &FitArgs, machine: &MachineArgs) -> Result<ExitCode> {
     let query = query(args)?;
-    let catalog = Catalog::load(args.catalog.as_deref())?;
+    let mut catalog = Catalog::load(args.catalog.as_deref())?;
+    overlay_verified(&mut catalog);
     let hw = hardware(machine)?;
     let build = build_for(machine);
     let mut out = std::io::stdout().lock();
@@ -73,6 +74,19 @@ pub fn run(args: &FitArgs, machine: &MachineArgs) -> Result<ExitCode> {
             }
             Ok(exit(any_fits))
         }
+    }
+}
+
+/// Sizes `headroom catalog refresh` read from the hub replace the listed
+/// ones. An unreadable record only costs that precision, so it is logged,
+/// not fatal.
+fn overlay_verified(catalog: &mut Catalog) {
+    use crate::remote::verified;
+    match verified::default_path().and_then(|p| verified::load(&p)) {
+        Ok(facts) => {
+            verified::overlay(catalog, &facts);
+        }
+        Err(e) => tracing::warn!("ignoring the verified catalog facts: {e:#}"),
     }
 }
 
@@ -324,9 +338,13 @@ fn model_text(
         t.add_row(vec![
             if r.chosen { "▶" } else { "" }.to_string(),
             r.quant.clone(),
-            r.size_listed
-                .clone()
-                .unwrap_or_else(|| gb(r.download_bytes, r.size_estimated)),
+            if r.verified {
+                format!("{} ✓", gb(r.download_bytes, false))
+            } else {
+                r.size_listed
+                    .clone()
+                    .unwrap_or_else(|| gb(r.download_bytes, r.size_estimated))
+            },
             format!("{:.2}", r.bits_per_weight),
             mark(p.verdict).to_string(),
             layers(p, n_layer),
@@ -349,11 +367,11 @@ fn model_text(
     let _ = writeln!(s, "{t}");
     let _ = writeln!(
         s,
-        "▶ the one `headroom plan` would choose  ✔ runs fully  ◐ layers in RAM  ✘ does not fit"
+        "▶ fit's pick: what `headroom plan` chooses among these files  ✔ runs fully  ◐ layers in RAM  ✘ does not fit"
     );
     let _ = writeln!(
         s,
-        "RAM: resident anonymous memory; mapped weights come on top and can page from disk"
+        "RAM: resident anonymous memory; mapped weights come on top and can page from disk; ✓ size verified on the hub"
     );
     if let Some(r) = rows.iter().find(|r| r.chosen) {
         let _ = writeln!(
