@@ -407,11 +407,16 @@ fn plan_entry(
             continue;
         }
         let qp = memo.plan(e, c.index, arch, &settings, false, hw, build)?;
-        if fit_verdict(&qp.plan) == Verdict::FitsWithOffload {
+        let verdict = fit_verdict(&qp.plan);
+        if verdict == Verdict::FitsWithOffload {
             let score = qp.bpw * (qp.plan.est_decode_tokens_per_s / 10.0).min(1.0);
             best_offload = best_offload.max(score);
         }
         plans.push(qp);
+        if verdict == Verdict::Fits {
+            // With -ngl given: the highest-bits file that fits wins outright.
+            break;
+        }
     }
     if plans.is_empty()
         && let Some(smallest) = cands.last()
