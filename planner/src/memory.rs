@@ -365,6 +365,9 @@ pub struct Estimate {
     pub anonymous_bytes: u64,
     /// Resident file-mapped bytes at the peak.
     pub mapped_bytes: u64,
+    /// The mapped bytes read on every token (weights used in place, not the
+    /// file pages of repacked ones): what must stay in RAM to avoid paging.
+    pub mapped_working_bytes: u64,
     /// Allocated (virtual) bytes, what process limits count.
     pub allocated_bytes: u64,
     /// Bytes of weights each device reads per generated token (CPU first).
@@ -720,6 +723,13 @@ pub fn estimate(
         devices,
         anonymous_bytes,
         mapped_bytes,
+        // Repacked weights are read from the mapping once, at load; only the
+        // weights used in place must stay in the page cache while it runs.
+        mapped_working_bytes: if settings.mmap {
+            cpu_plain.min(mapped_bytes)
+        } else {
+            0
+        },
         allocated_bytes,
         active_bytes,
     }

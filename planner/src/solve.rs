@@ -314,12 +314,12 @@ pub fn plan(
         });
     }
     let ram_budget = m.spec.ram_budget_bytes;
-    if ok && est.anonymous_bytes + est.mapped_bytes > ram_budget {
+    if ok && est.anonymous_bytes + est.mapped_working_bytes > ram_budget {
         warnings.push(Warning {
             code: "pages_from_disk".into(),
             message: format!(
                 "the mapped weights ({}) do not all fit in RAM beside the rest: the model will page from disk and run slowly",
-                crate::hw::format_size(est.mapped_bytes)
+                crate::hw::format_size(est.mapped_working_bytes)
             ),
         });
     }
