@@ -182,6 +182,18 @@ impl ContextArgs {
         if self.batch_size == 0 || self.ubatch_size == 0 || self.parallel == 0 {
             bail!("--batch-size, --ubatch-size and --parallel must be at least 1");
         }
+        // llama.cpp's own limits: LLAMA_MAX_SEQ sequences; batches and
+        // contexts far beyond any machine's memory are refused here rather
+        // than planned with numbers that mean nothing.
+        if self.parallel > 256 {
+            bail!("--parallel: llama.cpp runs at most 256 sequences");
+        }
+        if self.batch_size > 1 << 24 || self.ubatch_size > 1 << 24 {
+            bail!("--batch-size and --ubatch-size must be at most 16777216");
+        }
+        if self.ctx_size.is_some_and(|c| c > 1 << 28) {
+            bail!("--ctx-size must be at most 268435456");
+        }
         let type_v = cache(&self.cache_type_v, "--cache-type-v")?;
         if type_v.is_quantized() && self.flash_attn == FlashAttnArg::Off {
             bail!(

@@ -79,7 +79,8 @@ impl Context {
         // The reserve graph: T = min(n_ctx, n_ubatch), rounded up to a multiple of n_seq
         // (`sched_reserve`, `graph_reserve`); outputs = min(T, n_outputs_max = n_batch).
         let t = total.min(n_ubatch);
-        let t = t.div_ceil(n_seq) * n_seq;
+        let t = u32::try_from(u64::from(t).div_ceil(u64::from(n_seq)) * u64::from(n_seq))
+            .unwrap_or(u32::MAX);
         // Auto resolves to on for the CPU and CUDA backends (`resolve_fused_ops`,
         // `llama-context.cpp:513-562`); a quantized V cache with it forced off is
         // refused by llama.cpp (`:3843`), and by the CLI before it gets here.
@@ -121,7 +122,7 @@ pub fn kv_bytes_per_cell(p: &ModelProfile, ctx: &Context, il: usize) -> u64 {
     if let Some(mla) = p.mla {
         // MLA caches one latent row per token (K only) — with `key_length_mla` headers
         // the file already stores `kv_lora_rank + n_rot` as the key length.
-        let width = u64::from(mla.kv_lora_rank + mla.n_rot);
+        let width = u64::from(mla.kv_lora_rank) + u64::from(mla.n_rot);
         return ctx.type_k.row_bytes(width).unwrap_or(width * 2);
     }
     let k = u64::from(p.head_dim_k) * kv_heads;
@@ -152,7 +153,9 @@ pub fn kv_bytes_layer(p: &ModelProfile, ctx: &Context, il: usize) -> u64 {
         Some(swa) if p.is_swa_layer(il) => ctx.swa_cells(swa.window),
         _ => u64::from(ctx.n_ctx_seq),
     };
-    per_cell * cells * u64::from(ctx.n_seq)
+    per_cell
+        .saturating_mul(cells)
+        .saturating_mul(u64::from(ctx.n_seq))
 }
 
 /// Recurrent state of one layer for all sequences (`llama-memory-recurrent.cpp`):
@@ -563,8 +566,8 @@ pub fn estimate(
     for il in 0..p.layers.len() {
         let b = kv_bytes_layer(p, ctx, il);
         match placement.device_of(n_layer, il as u32) {
-            Some(g) if g < n_gpu => gpu_kv[g] += b,
-            _ => cpu_kv += b,
+            Some(g) if g < n_gpu => gpu_kv[g] = gpu_kv[g].saturating_add(b),
+            _ => cpu_kv = cpu_kv.saturating_add(b),
         }
     }
 
