@@ -42,6 +42,9 @@ pub fn run(args: &ChatArgs, machine: &MachineArgs, _verbose: u8) -> Result<ExitC
         .into());
     }
     let opts = args.sampling.options().map_err(usage)?;
+    if let Some(n) = args.sampling.oom_score_adj {
+        crate::measure::set_oom_score_adj(n)?;
+    }
     let choice = template_choice(&args.sampling, false)?;
     let threads = |hw: &HardwareSnapshot| {
         i32::try_from(
