@@ -87,7 +87,7 @@ fn memory_stays_flat_over_hundreds_of_generations() {
             "Note {gens}: here is a sentence about {}:",
             topics[gens % topics.len()]
         );
-        if gens % 25 == 0 {
+        if gens.is_multiple_of(25) {
             session.clear();
         }
         let tokens = engine.tokenize(&prompt, true);
@@ -96,7 +96,7 @@ fn memory_stays_flat_over_hundreds_of_generations() {
             .expect("generate");
         assert!(g.tokens_generated > 0 || g.stop_reason == StopReason::EndOfGeneration);
         gens += 1;
-        if gens % 10 == 0 {
+        if gens.is_multiple_of(10) {
             samples.push((gens, measure::rss_bytes()));
         }
     }

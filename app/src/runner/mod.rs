@@ -424,7 +424,7 @@ impl Session<'_> {
             // matched on the token itself.
             if vocab.is_control(token) {
                 let text = self.engine.token_text(token);
-                if opts.stop.iter().any(|s| *s == text) {
+                if opts.stop.contains(&text) {
                     break StopReason::StopString;
                 }
             }
