@@ -166,9 +166,10 @@ fn recurrent_bytes_layer(p: &ModelProfile, ctx: &Context) -> u64 {
         r.rwkv_state_floats
     } else {
         let d_inner = u64::from(r.d_inner);
-        let conv = u64::from(r.d_conv.saturating_sub(1))
-            * (d_inner + 2 * u64::from(r.n_group) * u64::from(r.d_state));
-        conv + u64::from(r.d_state) * d_inner
+        let conv = u64::from(r.d_conv.saturating_sub(1)).saturating_mul(
+            d_inner.saturating_add((2 * u64::from(r.n_group)).saturating_mul(u64::from(r.d_state))),
+        );
+        conv.saturating_add(u64::from(r.d_state).saturating_mul(d_inner))
     };
     floats * 4 * u64::from(ctx.n_seq)
 }
@@ -391,49 +392,57 @@ struct Compute {
 }
 
 fn compute_parts(p: &ModelProfile, ctx: &Context) -> Compute {
-    let t = u64::from(ctx.n_tokens);
-    let e = u64::from(p.n_embd);
-    let et4 = e * t * 4;
-    let mask_elem = if ctx.flash_attn { 2 } else { 4 };
-    let mut masks = u64::from(ctx.n_ctx_seq) * t * mask_elem;
+    // In f64: exact for every value below 2^53 bytes (8 PiB), and `as u64`
+    // saturates, so hostile hyper-parameters give a huge size (that does not
+    // fit) instead of wrapping to a small one.
+    let f = |x: u64| x as f64;
+    let t = f(u64::from(ctx.n_tokens));
+    let e = f(u64::from(p.n_embd));
+    let et4 = e * t * 4.0;
+    let mask_elem = if ctx.flash_attn { 2.0 } else { 4.0 };
+    let mut masks = f(u64::from(ctx.n_ctx_seq)) * t * mask_elem;
     if let Some(swa) = &p.swa {
-        masks += ctx.swa_cells(swa.window) * t * mask_elem;
+        masks += f(ctx.swa_cells(swa.window)) * t * mask_elem;
     }
-    let max_kv = u64::from(p.n_head_kv.iter().copied().max().unwrap_or(0));
+    let max_kv = f(u64::from(p.n_head_kv.iter().copied().max().unwrap_or(0)));
     let v_idxs = if ctx.flash_attn {
-        t * 8
+        t * 8.0
     } else {
-        t * u64::from(p.head_dim_v) * max_kv * 8
+        t * f(u64::from(p.head_dim_v)) * max_kv * 8.0
     };
-    let inputs = 2 * et4 + masks + v_idxs + t * 36;
+    let inputs = 2.0 * et4 + masks + v_idxs + t * 36.0;
 
-    let n_head = u64::from(p.n_head.iter().copied().max().unwrap_or(0));
-    let q = n_head * u64::from(p.head_dim_k) * t * 4;
+    let n_head = f(u64::from(p.n_head.iter().copied().max().unwrap_or(0)));
+    let q = n_head * f(u64::from(p.head_dim_k)) * t * 4.0;
+    let n_seq = u64::from(ctx.n_seq.max(1));
     let attn = if ctx.flash_attn {
-        3 * et4 + q + n_head * u64::from(p.head_dim_v) * t * 4
+        3.0 * et4 + q + n_head * f(u64::from(p.head_dim_v)) * t * 4.0
     } else {
-        3 * et4
+        3.0 * et4
             + q
-            + u64::from(ctx.n_ctx_seq)
-                * (t / u64::from(ctx.n_seq)).max(1)
+            + f(u64::from(ctx.n_ctx_seq))
+                * f((u64::from(ctx.n_tokens) / n_seq).max(1))
                 * n_head
-                * 4
-                * u64::from(ctx.n_seq)
+                * 4.0
+                * f(n_seq)
     };
-    let dense_ff = 3 * et4 + 3 * u64::from(p.n_ff) * t * 4;
+    let dense_ff = 3.0 * et4 + 3.0 * f(u64::from(p.n_ff)) * t * 4.0;
     let moe_ff = match p.experts {
         Some(ex) => {
-            let n_ff_exp = expert_ff(p).unwrap_or(u64::from(p.n_ff));
-            let k = u64::from(ex.used);
-            3 * et4 + 2 * n_ff_exp * k * t * 4 + e * k * t * 4 + u64::from(ex.count) * t * 4
+            let n_ff_exp = f(expert_ff(p).unwrap_or(u64::from(p.n_ff)));
+            let k = f(u64::from(ex.used));
+            3.0 * et4
+                + 2.0 * n_ff_exp * k * t * 4.0
+                + e * k * t * 4.0
+                + f(u64::from(ex.count)) * t * 4.0
         }
-        None => 0,
+        None => 0.0,
     };
     Compute {
-        inputs,
-        et4,
-        layer_peak: attn.max(dense_ff).max(moe_ff),
-        logits: p.n_vocab * u64::from(ctx.n_outputs) * 4,
+        inputs: inputs as u64,
+        et4: et4 as u64,
+        layer_peak: attn.max(dense_ff).max(moe_ff) as u64,
+        logits: (f(p.n_vocab) * f(u64::from(ctx.n_outputs)) * 4.0) as u64,
     }
 }
 
