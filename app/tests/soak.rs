@@ -31,6 +31,9 @@ fn env_or(name: &str, default: u64) -> u64 {
 }
 
 fn engine(n_ctx: u32) -> Engine {
+    // llama.cpp's own log would fill the test output: route it to tracing,
+    // which this test does not print.
+    llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default().with_logs_enabled(false));
     let spec = AccountingParams {
         n_ctx,
         n_threads: 2,
