@@ -137,6 +137,22 @@ impl Generation {
     }
 }
 
+/// The most likely token (the first of equals, as llama.cpp's greedy sampler
+/// picks), never one of `banned`.
+fn argmax(logits: &[f32], banned: &[LlamaToken]) -> LlamaToken {
+    let mut best = (0usize, f32::NEG_INFINITY);
+    for (i, &l) in logits.iter().enumerate() {
+        if l > best.1
+            && !banned
+                .iter()
+                .any(|b| usize::try_from(b.0).is_ok_and(|b| b == i))
+        {
+            best = (i, l);
+        }
+    }
+    LlamaToken::new(i32::try_from(best.0).unwrap_or(0))
+}
+
 /// llama.cpp's last error line, as the tail of an error message.
 fn llama_said() -> String {
     crate::llama::log::first_error().map_or_else(
@@ -399,6 +415,14 @@ impl Session<'_> {
         }
 
         let vocab = self.engine.model.vocab();
+        // Plain greedy decoding reads the logits directly: the sampler chain
+        // would copy all n_vocab candidates (262k for Gemma) for every token.
+        let greedy = opts.sampling.temp <= 0.0 && opts.sampling.repeat_penalty == 1.0;
+        let banned = if greedy && opts.ignore_eos {
+            self.engine.eog_tokens()
+        } else {
+            Vec::new()
+        };
         let mut utf8 = Utf8Stream::default();
         let mut stops = StopMatcher::new(opts.stop.iter().cloned());
         let t1 = Instant::now();
@@ -415,7 +439,12 @@ impl Session<'_> {
             if self.cached.len() >= n_ctx {
                 break StopReason::ContextFull;
             }
-            let token = sampler.sample(&self.ctx, self.batch.n_tokens() - 1);
+            let idx = self.batch.n_tokens() - 1;
+            let token = if greedy {
+                argmax(self.ctx.get_logits_ith(idx), &banned)
+            } else {
+                sampler.sample(&self.ctx, idx)
+            };
             if !opts.ignore_eos && vocab.is_eog(token) {
                 break StopReason::EndOfGeneration;
             }
