@@ -10,6 +10,8 @@
 //!
 //! Run with `cargo test --release -p headroom --test demo_hub`.
 
+#[path = "support/demo.rs"]
+mod demo;
 #[path = "support/hf_server.rs"]
 mod hf_server;
 
@@ -17,34 +19,12 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use headroom::demo::{FILE_NAME, HF_REPO, SHA256, SIZE};
 use hf_server::{Body, HfServer, RepoFile};
 use tempfile::TempDir;
-
-/// The real demo model, fetched or verified once per test binary.
-fn real_model() -> PathBuf {
-    static MODEL: OnceLock<PathBuf> = OnceLock::new();
-    MODEL
-        .get_or_init(|| {
-            if let Some(p) = std::env::var_os("HEADROOM_TEST_MODEL") {
-                return PathBuf::from(p);
-            }
-            let out = Command::new(env!("CARGO_BIN_EXE_headroom"))
-                .arg("demo-model")
-                .output()
-                .expect("run headroom demo-model");
-            assert!(
-                out.status.success(),
-                "headroom demo-model failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-        })
-        .clone()
-}
 
 /// The demo repository as the hub has it: the model (LFS) and a README.
 fn demo_repo(model: Body) -> Vec<RepoFile> {
@@ -184,7 +164,7 @@ fn resolve_target() -> String {
 
 #[test]
 fn downloads_into_the_hub_cache_then_uses_the_cache() {
-    let model = real_model();
+    let model = demo::demo_model();
     let server = HfServer::builder()
         .repo(HF_REPO, demo_repo(Body::File(model)))
         .start();
@@ -366,7 +346,7 @@ fn offline_with_empty_caches_fails_without_a_request() {
 fn a_401_asks_for_hf_token_and_the_token_is_sent_but_never_shown() {
     let token = "hf_test_0123456789_secret";
     let server = HfServer::builder()
-        .repo(HF_REPO, demo_repo(Body::File(real_model())))
+        .repo(HF_REPO, demo_repo(Body::File(demo::demo_model())))
         .require_token(token)
         .start();
     let sb = Sandbox::new();

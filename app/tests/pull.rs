@@ -4,6 +4,8 @@
 //!
 //! Run with `cargo test --release -p headroom --test pull`.
 
+#[path = "support/demo.rs"]
+mod demo;
 #[path = "support/hf_server.rs"]
 mod hf_server;
 #[path = "support/models.rs"]
@@ -15,8 +17,8 @@ use std::fs::File;
 use std::io::Read;
 use std::os::fd::FromRawFd;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::{Arc, OnceLock};
+use std::process::Stdio;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use headroom::demo::{FILE_NAME, SHA256, SIZE};
@@ -28,31 +30,9 @@ use sandbox::{Run, Sandbox, files_under};
 const REPO: &str = "test-org/gemma-3-270m-GGUF";
 const TINY: &str = "test-org/tiny-GGUF";
 
-/// The real demo model, fetched or verified once per test binary.
-fn real_model() -> PathBuf {
-    static MODEL: OnceLock<PathBuf> = OnceLock::new();
-    MODEL
-        .get_or_init(|| {
-            if let Some(p) = std::env::var_os("HEADROOM_TEST_MODEL") {
-                return PathBuf::from(p);
-            }
-            let out = Command::new(env!("CARGO_BIN_EXE_headroom"))
-                .arg("demo-model")
-                .output()
-                .expect("run headroom demo-model");
-            assert!(
-                out.status.success(),
-                "headroom demo-model failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-        })
-        .clone()
-}
-
 fn real_repo() -> Vec<RepoFile> {
     vec![
-        RepoFile::lfs(FILE_NAME, Body::File(real_model())).with_sha256(SHA256),
+        RepoFile::lfs(FILE_NAME, Body::File(demo::demo_model())).with_sha256(SHA256),
         RepoFile::git("README.md", b"# gemma-3-270m\n"),
     ]
 }

@@ -7,16 +7,14 @@
 //! Run with `cargo test --release -p headroom --test remote_plan -- --nocapture`
 //! (it prints the bytes each header-only plan read).
 
+#[path = "support/demo.rs"]
+mod demo;
 #[path = "support/hf_server.rs"]
 mod hf_server;
 #[path = "support/models.rs"]
 mod models;
 #[path = "support/sandbox.rs"]
 mod sandbox;
-
-use std::path::PathBuf;
-use std::process::Command;
-use std::sync::OnceLock;
 
 use headroom::demo::{FILE_NAME, SHA256, SIZE};
 use headroom_planner::synth::{Mix, Shape};
@@ -26,30 +24,9 @@ use serde_json::Value;
 
 const REPO: &str = "test-org/gemma-3-270m-GGUF";
 
-fn real_model() -> PathBuf {
-    static MODEL: OnceLock<PathBuf> = OnceLock::new();
-    MODEL
-        .get_or_init(|| {
-            if let Some(p) = std::env::var_os("HEADROOM_TEST_MODEL") {
-                return PathBuf::from(p);
-            }
-            let out = Command::new(env!("CARGO_BIN_EXE_headroom"))
-                .arg("demo-model")
-                .output()
-                .expect("run headroom demo-model");
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-        })
-        .clone()
-}
-
 fn real_repo() -> Vec<RepoFile> {
     vec![
-        RepoFile::lfs(FILE_NAME, Body::File(real_model())).with_sha256(SHA256),
+        RepoFile::lfs(FILE_NAME, Body::File(demo::demo_model())).with_sha256(SHA256),
         RepoFile::git("README.md", b"# gemma-3-270m\n"),
     ]
 }
@@ -96,7 +73,7 @@ fn header_only_planning_reads_under_five_percent_and_plans_exactly() {
             );
         }
     }
-    let local_path = real_model();
+    let local_path = demo::demo_model();
     let mut args = vec!["plan", local_path.to_str().expect("utf-8")];
     args.extend(machine);
     let local = sb.run(&server.url(), &args, &[]);

@@ -2,6 +2,10 @@
 //! plan exactly (checked with llama.cpp's own accounting), and a load that
 //! cannot get its memory fails with one line naming the allocation.
 
+#[path = "support/demo.rs"]
+mod demo;
+use demo::demo_model;
+
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
@@ -79,20 +83,8 @@ fn n_cpu_moe_patterns_are_llama_cpps() {
     );
 }
 
-fn demo_model() -> String {
-    if let Ok(p) = std::env::var("HEADROOM_TEST_MODEL") {
-        return p;
-    }
-    let out = Command::new(bin())
-        .arg("demo-model")
-        .output()
-        .expect("run headroom demo-model");
-    assert!(out.status.success(), "demo model unavailable");
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
 fn run_with_address_space(limit: u64, force: bool) -> std::process::Output {
-    let model = demo_model();
+    let model = demo_model().display().to_string();
     let data = tempfile::tempdir().expect("temp dir");
     let mut cmd = Command::new(bin());
     cmd.args([
@@ -190,7 +182,7 @@ fn out_of_range_oom_scores_are_bad_usage() {
 /// completes: the limit the planner counts is the one that matters.
 #[test]
 fn the_plans_allocated_total_is_enough_address_space() {
-    let model = demo_model();
+    let model = demo_model().display().to_string();
     let plan = Command::new(bin())
         .args(["plan", &model, "-c", "4096", "--json"])
         .output()

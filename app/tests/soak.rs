@@ -4,24 +4,16 @@
 //! Bounded in time: at most `SOAK_GENERATIONS` (300) generations or
 //! `SOAK_SECONDS` (120) seconds, whichever comes first. Prints the numbers.
 
+#[path = "support/demo.rs"]
+mod demo;
+use demo::demo_model;
+
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use headroom::llama::AccountingParams;
 use headroom::measure;
 use headroom::runner::{Engine, GenOptions, Sampling, StopReason};
-
-fn demo_model() -> String {
-    if let Ok(p) = std::env::var("HEADROOM_TEST_MODEL") {
-        return p;
-    }
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_headroom"))
-        .arg("demo-model")
-        .output()
-        .expect("run headroom demo-model");
-    assert!(out.status.success(), "demo model unavailable");
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
 
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
