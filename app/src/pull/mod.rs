@@ -170,11 +170,7 @@ pub fn resolve_cached(
             })
             .collect();
         let all = choose::candidates(&files);
-        let found = match &model.select {
-            Some(sel) => choose::select(&model.repo, &all, sel).is_ok(),
-            None => !all.is_empty(),
-        };
-        if found {
+        if has_match(model, &all) {
             let mut read = |c: &Candidate| -> Result<ModelProfile> {
                 let path = rc.snapshot(&commit, c.first());
                 let h = crate::split::read_local(&path)?;
@@ -215,11 +211,7 @@ pub fn resolve_cached(
             })
             .collect();
         let all = choose::candidates(&files);
-        let found = match &model.select {
-            Some(sel) => choose::select(&model.repo, &all, sel).is_ok(),
-            None => !all.is_empty(),
-        };
-        if found {
+        if has_match(model, &all) {
             let mut read = |c: &Candidate| -> Result<ModelProfile> {
                 let paths: Vec<String> = c.files.iter().map(|f| f.path.clone()).collect();
                 let h = header::cached_model(&headers, &model.repo, &commit, &paths)
@@ -250,6 +242,14 @@ pub fn resolve_cached(
 }
 
 /// The chosen candidate, its profile, its exact plan, and why.
+/// Whether `all` holds the file `model` asks for (any, without a selector).
+fn has_match(model: &HubRef, all: &[Candidate]) -> bool {
+    match &model.select {
+        Some(sel) => choose::select(&model.repo, all, sel).is_ok(),
+        None => !all.is_empty(),
+    }
+}
+
 fn pick(
     repo: &str,
     all: &[Candidate],
