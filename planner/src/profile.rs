@@ -12,6 +12,10 @@ use thiserror::Error;
 use crate::arch;
 use crate::gguf::{GgmlType, Header};
 
+mod aborts;
+
+pub use aborts::{MAX_EXPERTS, ROPE_SCALING_TYPES};
+
 /// Why a header cannot be turned into a model profile.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum ProfileError {
@@ -370,6 +374,7 @@ pub fn profile(h: &Header) -> Result<ModelProfile, ProfileError> {
             why: format!("{n_layer} layers, more than llama.cpp's {MAX_LAYERS}"),
         });
     }
+    let nextn = aborts::nextn_layers(h, a, n_layer)?;
     let n_embd = req_u32(h, &key(a, "embedding_length"))?;
     if n_embd == 0 {
         return Err(ProfileError::Invalid {
@@ -466,9 +471,8 @@ pub fn profile(h: &Header) -> Result<ModelProfile, ProfileError> {
     }
     // Layers past `n_layer - nextn` may be multi-token-prediction heads that
     // llama.cpp loads but some files omit; every other layer must have weights.
-    let nextn = h.get_u64(&key(a, "nextn_predict_layers")).unwrap_or(0);
     for (il, layer) in layers.iter().enumerate() {
-        if layer.tensors.is_empty() && (il as u64) < u64::from(n_layer).saturating_sub(nextn) {
+        if layer.tensors.is_empty() && il < (n_layer - nextn) as usize {
             return Err(ProfileError::Inconsistent(format!(
                 "layer {il} of {n_layer} has no tensors"
             )));
@@ -501,24 +505,9 @@ pub fn profile(h: &Header) -> Result<ModelProfile, ProfileError> {
     }
 
     let swa = sliding_window(h, a, n_layer)?;
-    let experts = match opt_u32(h, &key(a, "expert_count"))? {
-        Some(count) if count > 0 => {
-            let used = opt_u32(h, &key(a, "expert_used_count"))?.unwrap_or(0);
-            if used == 0 || used > count {
-                return Err(ProfileError::Invalid {
-                    key: key(a, "expert_used_count"),
-                    why: format!("{used} used of {count} experts"),
-                });
-            }
-            let shared = opt_u32(h, &key(a, "expert_shared_count"))?.unwrap_or(0);
-            Some(Experts {
-                count,
-                used,
-                shared,
-            })
-        }
-        _ => None,
-    };
+    let experts = aborts::experts(h, a, n_layer)?;
+    aborts::rope_scaling(h, a)?;
+    aborts::full_attention_interval(h, a)?;
     let mla = match opt_u32(h, &key(a, "attention.kv_lora_rank"))? {
         Some(rank) if rank > 0 => {
             let n_rot = opt_u32(h, &key(a, "rope.dimension_count"))?.unwrap_or(0);
