@@ -95,21 +95,31 @@ pub fn read(dir: &Path) -> Vec<Entry> {
         .unwrap_or_default()
 }
 
-/// Append an entry (atomically: the whole file is rewritten and renamed).
+/// Append an entry, keeping the newest [`MAX_ENTRIES`]. The whole file is
+/// rewritten and renamed under a lock ([`crate::atomic::update`]): a failed
+/// write keeps the old log, and two runs finishing at once both land.
 ///
 /// # Errors
 /// The directory or file cannot be written.
 pub fn append(dir: &Path, entry: &Entry) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let mut entries = read(dir);
-    entries.push(entry.clone());
-    let skip = entries.len().saturating_sub(MAX_ENTRIES);
-    let mut text = String::new();
-    for e in &entries[skip..] {
-        text.push_str(&serde_json::to_string(e)?);
-        text.push('\n');
-    }
-    crate::demo::write_atomic(&dir.join(FILE_NAME), text.as_bytes())
+    crate::atomic::update(&dir.join(FILE_NAME), |old| {
+        let old = old.map(|b| String::from_utf8_lossy(&b).into_owned());
+        // Damaged lines (a log from a crashed older version) are dropped, as `read` skips them.
+        let mut entries: Vec<Entry> = old
+            .iter()
+            .flat_map(|s| s.lines())
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        entries.push(entry.clone());
+        let skip = entries.len().saturating_sub(MAX_ENTRIES);
+        let mut text = String::new();
+        for e in &entries[skip..] {
+            text.push_str(&serde_json::to_string(e)?);
+            text.push('\n');
+        }
+        Ok(text.into_bytes())
+    })
 }
 
 /// The most recent entry for this plan's model and settings.

@@ -164,13 +164,13 @@ fn is_verified(path: &Path, marker: &Path, by_target: bool) -> Result<bool> {
     if let Some(dir) = marker.parent() {
         let _ = fs::create_dir_all(dir);
     }
-    let _ = write_atomic(marker, stamp.as_bytes());
+    let _ = crate::atomic::write(marker, stamp.as_bytes());
     Ok(true)
 }
 
 fn write_marker(path: &Path, marker: &Path, by_target: bool) -> Result<()> {
     let meta = fs::metadata(path).with_context(|| format!("reading {}", path.display()))?;
-    write_atomic(marker, stamp_of(path, &meta, by_target).as_bytes())
+    crate::atomic::write(marker, stamp_of(path, &meta, by_target).as_bytes())
 }
 
 /// What the marker records. `by_target` adds the resolved path: the Hugging
@@ -216,18 +216,6 @@ pub fn sha256_file(path: &Path) -> Result<String> {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// Write a file atomically: a temporary file beside it, then a rename, so a
-/// crash never leaves a half-written file under the final name.
-///
-/// # Errors
-/// When the directory is not writable.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-    fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
-    fs::rename(&tmp, path)
-        .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
 }
 
 fn fetch_from_pypi(dir: &Path, dest: &Path) -> Result<()> {

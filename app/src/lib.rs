@@ -4,6 +4,7 @@
 //! Kept as a library beside the thin `main.rs` so integration tests and
 //! benchmarks can reach the llama.cpp accounting shim and the demo-model cache.
 
+pub mod atomic;
 pub mod calibration;
 pub mod catalog;
 pub mod chat;

@@ -2,8 +2,7 @@
 //! read back), written atomically: a temporary file beside the target, synced,
 //! then renamed over it, so a crash never leaves half a file.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
@@ -134,36 +133,7 @@ pub fn save(chat: &SavedChat, path: &Path) -> Result<()> {
         Format::Markdown => markdown(chat),
         Format::Json => serde_json::to_string_pretty(chat)? + "\n",
     };
-    write_atomic(path, text.as_bytes())
-}
-
-/// Write `bytes` to `path` through a synced temporary file and a rename.
-///
-/// # Errors
-/// The directory is not writable, or the disk is full.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .with_context(|| format!("{}: not a file name", path.display()))?;
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let write = || -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    };
-    write().map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        anyhow::Error::new(e).context(format!("writing {}", path.display()))
-    })
+    crate::atomic::write(path, text.as_bytes())
 }
 
 /// Read a JSON save.

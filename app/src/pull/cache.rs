@@ -107,7 +107,7 @@ impl RepoCache {
         check_name(commit)?;
         let dir = self.root.join("refs");
         fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        crate::demo::write_atomic(&dir.join(revision), commit.as_bytes())
+        crate::atomic::write(&dir.join(revision), commit.as_bytes())
     }
 
     /// The commit `refs/<revision>` names.
