@@ -174,7 +174,7 @@ pub fn catalog_ref(id: &str, quant: Option<&str>) -> Result<HubRef, RefError> {
         arg: id.to_string(),
         why,
     };
-    let catalog = crate::catalog::Catalog::load_default().map_err(|e| err(format!("{e:#}")))?;
+    let catalog = crate::catalog::load_default().map_err(|e| err(format!("{e:#}")))?;
     let Some(entry) = catalog.get(id) else {
         return Err(err(
             "no such file, and not an org/repo reference or a catalog id (`headroom fit` lists the catalog)"

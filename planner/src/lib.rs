@@ -8,6 +8,7 @@
 //! network or the terminal.
 
 pub mod arch;
+pub mod catalog;
 pub mod gguf;
 pub mod hw;
 pub mod memory;

@@ -129,7 +129,7 @@ fn refresh_cmd(args: &RefreshArgs) -> Result<ExitCode> {
 /// # Errors
 /// An unreadable catalog, an unknown id or quantization.
 fn catalog_targets(ids: &[(String, Option<String>)]) -> Result<Vec<Target>> {
-    let catalog = crate::catalog::Catalog::load_default()?;
+    let catalog = crate::catalog::load_default()?;
     let mut entries = Vec::new();
     if ids.is_empty() {
         entries.extend(catalog.entries().iter().map(|e| (e, None)));

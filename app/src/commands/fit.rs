@@ -27,7 +27,7 @@ use crate::cli::{FitArgs, MachineArgs};
 /// Bad options, an invalid catalog (named `file:line`), unknown model.
 pub fn run(args: &FitArgs, machine: &MachineArgs) -> Result<ExitCode> {
     let query = query(args)?;
-    let mut catalog = Catalog::load(args.catalog.as_deref())?;
+    let mut catalog = crate::catalog::load(args.catalog.as_deref())?;
     overlay_verified(&mut catalog);
     let hw = hardware(machine)?;
     let build = build_for(machine);

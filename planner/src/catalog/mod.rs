@@ -2,23 +2,21 @@
 //! locally, their GGUF files on Hugging Face, and the architecture facts the
 //! planner needs to plan them before anything is downloaded.
 //!
-//! The catalog is compiled into the binary (`include_str!`); `--catalog
-//! FILE` or `HEADROOM_CATALOG` replaces it. Every number in it is listed
-//! somewhere (its `sources`): sizes keep the precision their README lists
-//! them with, and whatever headroom derives instead (architecture from a
-//! sibling model or from the parameter count, sizes from the architecture)
-//! is reported as estimated. See [`plan`] for planning entries and [`fit`]
-//! for ranking them.
+//! This is the catalog as data: parsing and validation, pure functions of
+//! the text (so `fuzz/` can run them). The catalog is compiled in
+//! ([`BUILTIN`]); the app replaces it with `--catalog FILE` and plans and
+//! ranks its entries. Every number in it is listed somewhere (its
+//! `sources`): sizes keep the precision their README lists them with, and
+//! whatever is derived instead (architecture from a sibling model or from
+//! the parameter count, sizes from the architecture) must be reported as
+//! estimated.
 
-pub mod fit;
-pub mod plan;
 mod raw;
 
 use std::fmt;
-use std::path::Path;
 
-use headroom_planner::synth::facts::PartialFacts;
-use headroom_planner::synth::mix::FileType;
+use crate::synth::facts::PartialFacts;
+use crate::synth::mix::FileType;
 
 use raw::{RawCatalog, RawModel, RawQuant, parse_listed_size, span_line};
 
@@ -26,8 +24,6 @@ use raw::{RawCatalog, RawModel, RawQuant, parse_listed_size, span_line};
 pub const BUILTIN: &str = include_str!("../../../models.toml");
 /// What errors call the built-in catalog.
 pub const BUILTIN_ORIGIN: &str = "models.toml (built in)";
-/// Environment variable naming a catalog file to use instead.
-pub const ENV_CATALOG: &str = "HEADROOM_CATALOG";
 
 /// Use tags an entry may carry (`headroom fit --use`).
 pub const USES: &[&str] = &[
@@ -158,32 +154,6 @@ pub struct Catalog {
 }
 
 impl Catalog {
-    /// The catalog named by `HEADROOM_CATALOG`, else the built-in one.
-    ///
-    /// # Errors
-    /// An unreadable or invalid catalog file.
-    pub fn load_default() -> anyhow::Result<Catalog> {
-        Catalog::load(None)
-    }
-
-    /// `path` (`--catalog FILE`) when given, else [`Catalog::load_default`].
-    ///
-    /// # Errors
-    /// An unreadable file, or a [`CatalogError`] naming `file:line`.
-    pub fn load(path: Option<&Path>) -> anyhow::Result<Catalog> {
-        let from_env = std::env::var_os(ENV_CATALOG).filter(|v| !v.is_empty());
-        let path = path.map(Path::to_path_buf).or(from_env.map(Into::into));
-        match path {
-            Some(p) => {
-                let text = std::fs::read_to_string(&p).map_err(|e| {
-                    anyhow::anyhow!("{}: cannot read the catalog: {e}", p.display())
-                })?;
-                Ok(Catalog::parse(&text, &p.display().to_string())?)
-            }
-            None => Ok(Catalog::builtin()?),
-        }
-    }
-
     /// The built-in catalog.
     ///
     /// # Errors

@@ -4,7 +4,7 @@
 
 use std::ops::Range;
 
-use headroom_planner::synth::facts::PartialFacts;
+use crate::synth::facts::PartialFacts;
 use serde::Deserialize;
 use toml::Spanned;
 
