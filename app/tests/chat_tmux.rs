@@ -14,105 +14,19 @@
 //! Run alone with `cargo test --release -p headroom --test chat_tmux -- --nocapture`
 //! to see the latency figures.
 
+#[path = "support/tmux.rs"]
+mod tmux;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use tmux::{Tmux, launch};
+
 /// One chat at a time: two models decoding at once on a small machine would
 /// distort the latency figures.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-/// A tmux server of our own (its own socket), killed when dropped.
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn start(name: &str, env: &[(&str, &Path)]) -> Tmux {
-        let socket = format!("headroom-chat-{name}-{}", std::process::id());
-        let t = Tmux { socket };
-        let mut cmd = Command::new("tmux");
-        cmd.args(["-L", &t.socket, "-f", "/dev/null", "new-session", "-d"])
-            .args(["-x", "80", "-y", "24", "-s", "chat"])
-            .arg("bash --norc --noprofile")
-            .env_remove("NO_COLOR")
-            .env_remove("RUST_LOG");
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let status = cmd.status().unwrap_or_else(|e| {
-            panic!("tmux is needed for this test (scripts/setup.sh installs it): {e}")
-        });
-        assert!(status.success(), "tmux new-session failed");
-        // Esc must reach the program at once, not wait for a possible Alt sequence.
-        t.tmux(&["set", "-s", "escape-time", "0"]);
-        t
-    }
-
-    fn tmux(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux")
-            .args(["-L", &self.socket])
-            .args(args)
-            .output()
-            .unwrap_or_else(|e| panic!("tmux {args:?}: {e}"));
-        assert!(
-            out.status.success(),
-            "tmux {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// Type text literally.
-    fn type_text(&self, text: &str) {
-        self.tmux(&["send-keys", "-t", "chat", "-l", text]);
-    }
-
-    /// Press named keys (`Enter`, `Escape`, `C-d`).
-    fn keys(&self, keys: &[&str]) {
-        let mut args = vec!["send-keys", "-t", "chat"];
-        args.extend_from_slice(keys);
-        self.tmux(&args);
-    }
-
-    fn screen(&self) -> String {
-        self.tmux(&["capture-pane", "-p", "-t", "chat"])
-    }
-
-    fn flag(&self, name: &str) -> String {
-        self.tmux(&["display", "-p", "-t", "chat", &format!("#{{{name}}}")])
-            .trim()
-            .to_string()
-    }
-
-    /// Wait until the screen satisfies `ok`; on timeout, fail with the screen
-    /// and the chat's log.
-    fn wait_for(&self, what: &str, secs: u64, log: &Path, ok: impl Fn(&str) -> bool) -> String {
-        let t0 = Instant::now();
-        loop {
-            let s = self.screen();
-            if ok(&s) {
-                return s;
-            }
-            if t0.elapsed() > Duration::from_secs(secs) {
-                let log = std::fs::read_to_string(log).unwrap_or_default();
-                panic!(
-                    "timed out after {secs} s waiting for {what}; screen:\n{s}\nchat log:\n{log}"
-                );
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["-L", &self.socket, "kill-server"])
-            .output();
-    }
-}
 
 fn model() -> PathBuf {
     if let Some(p) = std::env::var_os("HEADROOM_TEST_MODEL") {
@@ -187,21 +101,6 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[i.min(sorted.len() - 1)]
 }
 
-/// Starts `headroom chat MODEL ARGS` from the shell in `dir`, with `echo
-/// EXIT=$?` after it, and waits for the model to load.
-fn launch(tmux: &Tmux, dir: &Path, model: &Path, args: &str, log: &Path) -> String {
-    tmux.wait_for("the shell's prompt", 10, log, |s| !s.trim().is_empty());
-    let cmd = format!(
-        "cd {} && {} chat {} {args}; echo EXIT=$?",
-        dir.display(),
-        env!("CARGO_BIN_EXE_headroom"),
-        model.display()
-    );
-    tmux.type_text(&cmd);
-    tmux.keys(&["Enter"]);
-    tmux.wait_for("the model to load", 180, log, |s| s.contains("· loaded in"))
-}
-
 /// Waits for the shell's `EXIT=` line and checks the terminal is the shell's
 /// again: its screen, no alternate screen, no mouse reporting, icanon and echo.
 fn assert_restored(tmux: &Tmux, log: &Path, code: &str) -> String {
@@ -256,7 +155,7 @@ fn chat_in_a_real_terminal() {
     let s = launch(
         &tmux,
         dir.path(),
-        &model,
+        &model.display().to_string(),
         "-c 2048 --ignore-eos --seed 7",
         &log,
     );
@@ -401,7 +300,13 @@ fn sigterm_restores_the_terminal() {
     let dir = tempfile::tempdir().expect("temp dir");
     let log = dir.path().join("chat.log");
     let tmux = Tmux::start("sigterm", &[("HEADROOM_CHAT_LOG", &log)]);
-    launch(&tmux, dir.path(), &model, "-c 512", &log);
+    launch(
+        &tmux,
+        dir.path(),
+        &model.display().to_string(),
+        "-c 512",
+        &log,
+    );
     // The chat is the shell's only child.
     let shell: i32 = tmux.flag("pane_pid").parse().expect("pane pid");
     let children = children_of(shell);
@@ -429,7 +334,7 @@ fn a_full_context_drops_the_oldest_turns() {
     launch(
         &tmux,
         dir.path(),
-        &model,
+        &model.display().to_string(),
         "-c 256 -n 48 --ignore-eos --seed 3",
         &log,
     );
@@ -474,7 +379,13 @@ fn a_closed_terminal_ends_the_chat() {
     let dir = tempfile::tempdir().expect("temp dir");
     let log = dir.path().join("chat.log");
     let tmux = Tmux::start("hangup", &[("HEADROOM_CHAT_LOG", &log)]);
-    launch(&tmux, dir.path(), &model, "-c 512", &log);
+    launch(
+        &tmux,
+        dir.path(),
+        &model.display().to_string(),
+        "-c 512",
+        &log,
+    );
     let shell: i32 = tmux.flag("pane_pid").parse().expect("pane pid");
     let children = children_of(shell);
     let [pid] = children.as_slice() else {
