@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs each fuzz target of fuzz/ for a bounded time (issue #6): the GGUF
 # header reader (through profile and plan), the planner's size arithmetic on
-# extreme hyper-parameters and settings, and the TOML hardware profile.
+# extreme hyper-parameters and settings, the TOML hardware profile, and the
+# TOML model catalog (`--catalog FILE`) through planning its entries.
 #
 #   scripts/fuzz.sh [TARGET...]      FUZZ_SECONDS=60 by default, per target
 #
@@ -22,7 +23,7 @@ seconds="${FUZZ_SECONDS:-60}"
 if [ $# -gt 0 ]; then
   targets=("$@")
 else
-  targets=(gguf_header plan_sizes hw_profile)
+  targets=(gguf_header plan_sizes hw_profile catalog_toml)
 fi
 export RUSTC_BOOTSTRAP=1
 
@@ -32,11 +33,13 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
 fi
 
 # Longest input per target: a few model headers' worth of bytes for GGUF
-# (the seeds are 0.5-4.5 KB), a generous profile for TOML.
+# (the seeds are 0.5-4.5 KB), a generous profile for TOML, a few catalog
+# entries (a real one with its quantizations is 1-3 KB; the seeds, 0.1-5 KB).
 max_len() {
   case "$1" in
     gguf_header) echo 65536 ;;
     plan_sizes) echo 256 ;;
+    catalog_toml) echo 16384 ;;
     *) echo 4096 ;;
   esac
 }
