@@ -86,7 +86,7 @@ pub(super) fn experts(h: &Header, a: &str, n_layer: u32) -> Result<Option<Expert
     if groups >= count {
         return Err(invalid(
             k_groups,
-            format!("{groups} groups of {count} experts"),
+            format!("{groups} groups for {count} experts (llama.cpp needs fewer groups)"),
         ));
     }
     if groups > 1 {
@@ -280,7 +280,12 @@ mod tests {
             ])
         };
         for (groups, group_used, key, words) in [
-            (16, 1, "llama.expert_group_count", "16 groups of 16 experts"),
+            (
+                16,
+                1,
+                "llama.expert_group_count",
+                "16 groups for 16 experts",
+            ),
             (
                 3,
                 1,
