@@ -380,6 +380,8 @@ pub fn corpus() -> Vec<(String, File, Vec<String>)> {
         words(&["blk.1", "1 layers"]),
     ));
 
+    out.extend(llama_cpp_aborts());
+
     // The header is whole but the tensor data is missing.
     out.push((
         "data-past-end".into(),
@@ -392,6 +394,143 @@ pub fn corpus() -> Vec<(String, File, Vec<String>)> {
         "data-one-byte-short".into(),
         f,
         words(&["output.weight", "file has only"]),
+    ));
+    out
+}
+
+/// The tiny model with hyper-parameters that llama.cpp checks with
+/// `GGML_ASSERT` (or divides by) in `load_hparams`: given to llama.cpp, each
+/// of these aborts the whole process instead of failing the load.
+pub fn llama_cpp_aborts() -> Vec<(String, File, Vec<String>)> {
+    let u32s = |v: &[u32]| Value::Array(Array::new(ArrayItems::U32(v.to_vec())));
+    let moe = |count: u32, used: Value| {
+        vec![
+            ("expert_count", Value::U32(count)),
+            ("expert_used_count", used),
+        ]
+    };
+    let grouped = |groups: u32, used: u32| {
+        let mut kv = moe(16, Value::U32(4));
+        kv.push(("expert_group_count", Value::U32(groups)));
+        kv.push(("expert_group_used_count", Value::U32(used)));
+        kv
+    };
+    // Name, `llama.*` keys to add, words of the error.
+    type Case = (
+        &'static str,
+        Vec<(&'static str, Value)>,
+        &'static [&'static str],
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "nextn-past-block-count",
+            vec![("nextn_predict_layers", Value::U32(3))],
+            &[
+                "llama.nextn_predict_layers",
+                "3 prediction layers",
+                "block_count is 2",
+            ],
+        ),
+        (
+            "experts-2000",
+            moe(2000, Value::U32(8)),
+            &["llama.expert_count", "2000 experts", "1024"],
+        ),
+        (
+            "experts-used-past-count",
+            moe(8, Value::U32(9)),
+            &["llama.expert_used_count", "9 used of 8 experts"],
+        ),
+        (
+            "experts-used-zero",
+            moe(8, Value::U32(0)),
+            &["llama.expert_used_count", "0 used of 8 experts"],
+        ),
+        (
+            "experts-used-per-layer-past-count",
+            moe(8, u32s(&[2, 9])),
+            &["llama.expert_used_count", "9 used of 8 experts"],
+        ),
+        (
+            "experts-used-without-experts",
+            vec![("expert_used_count", Value::U32(2))],
+            &[
+                "llama.expert_used_count",
+                "llama.expert_count is 0 or absent",
+            ],
+        ),
+        (
+            "expert-groups-without-experts",
+            vec![("expert_group_count", Value::U32(2))],
+            &[
+                "llama.expert_group_count",
+                "llama.expert_count is 0 or absent",
+            ],
+        ),
+        (
+            "expert-groups-as-many-as-experts",
+            grouped(16, 1),
+            &["llama.expert_group_count", "16 groups for 16 experts"],
+        ),
+        (
+            "expert-groups-not-dividing",
+            grouped(3, 1),
+            &[
+                "llama.expert_group_count",
+                "16 experts do not split into 3 groups",
+            ],
+        ),
+        (
+            "expert-groups-none-used",
+            grouped(4, 0),
+            &["llama.expert_group_used_count", "0 used of 4 expert groups"],
+        ),
+        (
+            "expert-groups-all-used",
+            grouped(4, 4),
+            &["llama.expert_group_used_count", "4 used of 4 expert groups"],
+        ),
+        (
+            "rope-scaling-unknown",
+            vec![("rope.scaling.type", Value::from("su"))],
+            &[
+                "llama.rope.scaling.type",
+                "'su'",
+                "none, linear, yarn, longrope",
+            ],
+        ),
+    ];
+    let mut out = Vec::new();
+    for (name, kvs, needles) in cases {
+        let mut b = Tiny::default().builder();
+        for (k, v) in kvs {
+            b = b.kv(format!("llama.{k}"), v);
+        }
+        let h = b.build().unwrap_or_else(|e| panic!("{name}: {e}"));
+        out.push((name.to_string(), whole(&h), words(needles)));
+    }
+    // Qwen3-Next with every key its loader requires, and a layer pattern
+    // of "every 0th layer is full attention": a division by zero.
+    let tiny = Tiny {
+        arch: "qwen3next",
+        ..Tiny::default()
+    };
+    let mut b = tiny.builder();
+    for (k, v) in [
+        ("ssm.conv_kernel", 4u32),
+        ("ssm.inner_size", 512),
+        ("ssm.state_size", 16),
+        ("ssm.time_step_rank", 8),
+        ("ssm.group_count", 2),
+        ("full_attention_interval", 0),
+    ] {
+        b = b.kv(format!("qwen3next.{k}"), v);
+    }
+    let h = b.build().expect("qwen3next builds");
+    out.push((
+        "full-attention-interval-zero".into(),
+        whole(&h),
+        words(&["qwen3next.full_attention_interval", "zero"]),
     ));
     out
 }
