@@ -12,6 +12,10 @@
 
 #[path = "run/calibration.rs"]
 mod calibration;
+#[path = "cli/corpus.rs"]
+mod corpus;
+#[path = "run/hostile.rs"]
+mod hostile;
 #[path = "run/interrupt.rs"]
 mod interrupt;
 #[path = "run/memory.rs"]
