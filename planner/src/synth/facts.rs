@@ -44,6 +44,12 @@ pub enum FactsError {
     Profile(#[from] ProfileError),
 }
 
+/// The most parameters facts may describe: 2^50, a thousand times the
+/// largest open models (about 2^41). Facts are untrusted text (a catalog
+/// file); this bound keeps every element count, and every byte count the
+/// planner derives from them (at most 4 bytes an element), far inside u64.
+pub const MAX_PARAMS: u64 = 1 << 50;
+
 /// Architecture facts as a catalog lists them, any of them possibly unknown.
 /// Field names are the GGUF keys without the `{arch}.` prefix (and without
 /// `attention.` for the attention keys).
@@ -251,6 +257,24 @@ impl PartialFacts {
     /// [`FactsError::Missing`] listing what is absent, or
     /// [`FactsError::Inconsistent`] for impossible values.
     pub fn complete(&self) -> Result<ArchFacts, FactsError> {
+        // Checked first, so that partial facts can be refused too (and no
+        // layout loops over billions of layers).
+        if let Some(n) = self.block_count
+            && n > profile::MAX_LAYERS
+        {
+            return Err(FactsError::Inconsistent(format!(
+                "{n} layers, more than llama.cpp's {}",
+                profile::MAX_LAYERS
+            )));
+        }
+        if let Some(n) = self.expert_count
+            && n > profile::MAX_EXPERTS
+        {
+            return Err(FactsError::Inconsistent(format!(
+                "{n} experts, more than llama.cpp's {}",
+                profile::MAX_EXPERTS
+            )));
+        }
         let mut missing = Vec::new();
         macro_rules! need {
             ($f:ident) => {
@@ -292,7 +316,7 @@ impl PartialFacts {
         }
         let key_length = self.key_length.unwrap_or(embedding_length / head_count);
         let tied = self.tied_embeddings.unwrap_or(false) || layout(&architecture).always_tied;
-        Ok(ArchFacts {
+        let f = ArchFacts {
             architecture,
             block_count,
             embedding_length,
@@ -314,7 +338,13 @@ impl PartialFacts {
             rope_dimension_count: self.rope_dimension_count.unwrap_or(0),
             rope_freqs: self.rope_freqs.unwrap_or(false),
             expert_type: self.expert_type,
-        })
+        };
+        if checked_n_params(&raw_tensors(&f)).is_none_or(|n| n > MAX_PARAMS) {
+            return Err(FactsError::Inconsistent(format!(
+                "the tensors would hold more than {MAX_PARAMS} parameters"
+            )));
+        }
+        Ok(f)
     }
 }
 
@@ -348,9 +378,10 @@ pub fn estimate(known: &PartialFacts, target: u64) -> Result<ArchFacts, FactsErr
         return Err(FactsError::Missing(vec!["expert_feed_forward_length"]));
     }
     let shape = |e: u64| -> PartialFacts {
-        let layers = known
-            .block_count
-            .unwrap_or_else(|| u32::try_from((e / generic::WIDTH_PER_LAYER).max(1)).unwrap_or(1));
+        let layers = known.block_count.unwrap_or_else(|| {
+            u32::try_from((e / generic::WIDTH_PER_LAYER).max(1))
+                .map_or(profile::MAX_LAYERS, |n| n.min(profile::MAX_LAYERS))
+        });
         let n_head = known
             .head_count
             .unwrap_or_else(|| (e / generic::HEAD_DIM).max(1));
@@ -375,10 +406,7 @@ pub fn estimate(known: &PartialFacts, target: u64) -> Result<ArchFacts, FactsErr
     };
     let params_at = |e: u64| -> Result<u64, FactsError> {
         let f = known.or(&shape(e)).complete()?;
-        Ok(raw_tensors(&f)
-            .iter()
-            .map(|(_, d)| d.iter().product::<u64>())
-            .sum())
+        Ok(n_params(&f))
     };
     let fixed_width = known.embedding_length;
     let e = match fixed_width {
@@ -421,7 +449,11 @@ pub fn estimate(known: &PartialFacts, target: u64) -> Result<ArchFacts, FactsErr
         let per_step = at(ff0 + step).saturating_sub(at(ff0)).max(1);
         let delta = (target as f64 - at(ff0) as f64) / per_step as f64;
         let ff = ff0 as f64 + delta.round() * step as f64;
-        f.feed_forward_length = (ff.max(step as f64) as u64).div_ceil(step) * step;
+        f.feed_forward_length = (ff.max(step as f64) as u64)
+            .div_ceil(step)
+            .saturating_mul(step);
+        // A huge target can move the FFN past what any model holds.
+        f = f.partial().complete()?;
     }
     Ok(f)
 }
@@ -475,9 +507,14 @@ fn layout(arch: &str) -> Layout {
 fn raw_tensors(f: &ArchFacts) -> Vec<(String, Vec<u64>)> {
     let l = layout(&f.architecture);
     let e = f.embedding_length;
-    let (q, kv) = (f.head_count * f.key_length, f.head_count_kv * f.key_length);
-    let v_out = f.head_count * f.value_length;
-    let kv_v = f.head_count_kv * f.value_length;
+    // Saturating: facts are validated ([`PartialFacts::complete`]) by laying
+    // them out, so the layout must survive any of them.
+    let (q, kv) = (
+        f.head_count.saturating_mul(f.key_length),
+        f.head_count_kv.saturating_mul(f.key_length),
+    );
+    let v_out = f.head_count.saturating_mul(f.value_length);
+    let kv_v = f.head_count_kv.saturating_mul(f.value_length);
     let mut raw: Vec<(String, Vec<u64>)> =
         vec![("token_embd.weight".into(), vec![e, f.vocab_size])];
     if f.rope_freqs {
@@ -490,12 +527,21 @@ fn raw_tensors(f: &ArchFacts) -> Vec<(String, Vec<u64>)> {
             let rope = f.rope_dimension_count;
             let lora = u64::from(f.kv_lora_rank);
             t("attn_q.weight", vec![e, q]);
-            t("attn_kv_a_mqa.weight", vec![e, lora + rope]);
+            t("attn_kv_a_mqa.weight", vec![e, lora.saturating_add(rope)]);
             t("attn_kv_a_norm.weight", vec![lora]);
-            let per_head = f.key_length.saturating_sub(rope) + f.value_length;
-            t("attn_kv_b.weight", vec![lora, f.head_count * per_head]);
+            let per_head = f
+                .key_length
+                .saturating_sub(rope)
+                .saturating_add(f.value_length);
+            t(
+                "attn_kv_b.weight",
+                vec![lora, f.head_count.saturating_mul(per_head)],
+            );
         } else if l.fused {
-            t("attn_qkv.weight", vec![e, q + kv + kv_v]);
+            t(
+                "attn_qkv.weight",
+                vec![e, q.saturating_add(kv).saturating_add(kv_v)],
+            );
         } else {
             t("attn_q.weight", vec![e, q]);
             t("attn_k.weight", vec![e, kv]);
@@ -535,13 +581,16 @@ fn raw_tensors(f: &ArchFacts) -> Vec<(String, Vec<u64>)> {
                 t("ffn_up_exps.bias", vec![ff, x]);
             }
             if f.expert_shared_count > 0 {
-                let sh = ff * u64::from(f.expert_shared_count);
+                let sh = ff.saturating_mul(u64::from(f.expert_shared_count));
                 t("ffn_gate_shexp.weight", vec![e, sh]);
                 t("ffn_down_shexp.weight", vec![sh, e]);
                 t("ffn_up_shexp.weight", vec![e, sh]);
             }
         } else if l.fused {
-            t("ffn_up.weight", vec![e, 2 * f.feed_forward_length]);
+            t(
+                "ffn_up.weight",
+                vec![e, f.feed_forward_length.saturating_mul(2)],
+            );
             t("ffn_down.weight", vec![f.feed_forward_length, e]);
         } else {
             t("ffn_gate.weight", vec![e, f.feed_forward_length]);
@@ -589,7 +638,7 @@ impl Skeleton {
             .map(|(name, dims)| MixTensor { name, dims })
             .collect();
         let mix = MixPlan::new(&model, &input);
-        let n_params = raw.iter().map(|(_, d)| d.iter().product::<u64>()).sum();
+        let n_params = saturating_n_params(&raw);
         Skeleton {
             facts: f.clone(),
             raw,
@@ -673,10 +722,25 @@ pub fn tensors(f: &ArchFacts, ftype: FileType) -> Vec<SynthTensor> {
 /// Parameters of the model (sum of tensor elements).
 #[must_use]
 pub fn n_params(f: &ArchFacts) -> u64 {
-    raw_tensors(f)
-        .iter()
-        .map(|(_, d)| d.iter().product::<u64>())
-        .sum()
+    saturating_n_params(&raw_tensors(f))
+}
+
+/// Elements of all `raw` tensors, `None` past u64 (or where a dimension
+/// saturated while laying them out).
+fn checked_n_params(raw: &[(String, Vec<u64>)]) -> Option<u64> {
+    raw.iter().try_fold(0u64, |sum, (_, dims)| {
+        let n = dims.iter().try_fold(1u64, |n, &d| {
+            (d < u64::MAX).then_some(())?;
+            n.checked_mul(d)
+        })?;
+        sum.checked_add(n)
+    })
+}
+
+/// Elements of all `raw` tensors, saturating (facts that passed
+/// [`PartialFacts::complete`] hold at most [`MAX_PARAMS`]).
+fn saturating_n_params(raw: &[(String, Vec<u64>)]) -> u64 {
+    checked_n_params(raw).unwrap_or(u64::MAX)
 }
 
 /// Bytes of all tensor data of the model in `ftype` (what the file holds
@@ -990,5 +1054,76 @@ mod tests {
         assert_eq!(merged.head_count, Some(28));
         assert_eq!(merged.vocab_size, Some(152_064));
         assert_eq!(a.conflicts(&b), vec!["head_count: 28 ≠ 32".to_string()]);
+    }
+
+    #[test]
+    fn facts_past_any_model_are_inconsistent_not_overflows() {
+        let llama = PartialFacts {
+            architecture: Some("llama".into()),
+            block_count: Some(2),
+            embedding_length: Some(256),
+            feed_forward_length: Some(512),
+            head_count: Some(4),
+            head_count_kv: Some(2),
+            vocab_size: Some(64),
+            ..PartialFacts::default()
+        };
+        assert!(llama.complete().is_ok());
+        let inconsistent = |f: &PartialFacts| match f.complete() {
+            Err(FactsError::Inconsistent(why)) => why,
+            other => panic!("expected inconsistent facts, got {other:?}"),
+        };
+        // Each of these overflowed u64 while the tensors were laid out.
+        for f in [
+            PartialFacts {
+                feed_forward_length: Some(20_455_555_555_555_558),
+                ..llama.clone()
+            },
+            PartialFacts {
+                key_length: Some(u64::MAX),
+                ..llama.clone()
+            },
+            PartialFacts {
+                architecture: Some("phi3".into()),
+                head_count: Some(1 << 40),
+                head_count_kv: Some(1 << 40),
+                key_length: Some(1 << 30),
+                ..llama.clone()
+            },
+        ] {
+            assert_eq!(
+                inconsistent(&f),
+                "the tensors would hold more than 1125899906842624 parameters"
+            );
+        }
+        let layers = PartialFacts {
+            block_count: Some(u32::MAX),
+            ..PartialFacts::default()
+        };
+        assert_eq!(
+            inconsistent(&layers),
+            "4294967295 layers, more than llama.cpp's 512"
+        );
+    }
+
+    #[test]
+    fn estimates_of_absurd_counts_fail_without_overflow() {
+        let wide = PartialFacts {
+            embedding_length: Some(u64::MAX / 2),
+            ..PartialFacts::default()
+        };
+        assert!(estimate(&wide, 7_000_000_000).is_err());
+        assert!(estimate(&PartialFacts::default(), u64::MAX).is_err());
+        // A known width with the layers left open: 1024 at the generic
+        // width per layer, but llama.cpp takes at most 512.
+        let f = estimate(
+            &PartialFacts {
+                embedding_length: Some(1 << 17),
+                ..PartialFacts::default()
+            },
+            1 << 40,
+        )
+        .expect("a 1T model");
+        assert_eq!(f.block_count, 512);
     }
 }
