@@ -15,7 +15,7 @@ mod raw;
 
 use std::fmt;
 
-use crate::synth::facts::PartialFacts;
+use crate::synth::facts::{FactsError, PartialFacts};
 use crate::synth::mix::FileType;
 
 use raw::{RawCatalog, RawModel, RawQuant, parse_listed_size, span_line};
@@ -170,7 +170,7 @@ impl Catalog {
         let err = |line: usize, message: String| CatalogError {
             origin: origin.to_string(),
             line,
-            message,
+            message: one_line(&message),
         };
         let raw: RawCatalog = toml::from_str(text).map_err(|e| {
             let line = e.span().map_or(1, |s| span_line(text, &s));
@@ -270,9 +270,32 @@ impl Catalog {
                     ),
                 ));
             }
+            // Facts of its own that the other entry lacks can still make an
+            // impossible model with the borrowed ones.
+            if let Err(why) = e.arch.or(&target.arch).complete() {
+                return Err((
+                    e.line,
+                    format!("{}: with the facts of arch_like '{like}': {why}", e.id),
+                ));
+            }
         }
         Ok(())
     }
+}
+
+/// `message` with control characters escaped: messages quote the file's
+/// values (`id 'a\nb'`), and an error is one line.
+fn one_line(message: &str) -> String {
+    message
+        .chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 fn valid_id(id: &str) -> bool {
@@ -331,6 +354,12 @@ fn entry(m: RawModel, line: usize, text: &str) -> Result<Entry, (usize, String)>
     }
     if m.arch_like.is_some() != m.arch_like_why.is_some() {
         return Err(fail("arch_like and arch_like_why go together".into()));
+    }
+    // Missing facts are fine (they are borrowed or estimated); impossible
+    // ones (more layers than llama.cpp allows) are refused here, with their
+    // line, rather than when the entry is planned.
+    if let Err(FactsError::Inconsistent(why)) = m.arch.complete() {
+        return Err(fail(format!("arch: {why}")));
     }
     if m.quant.is_empty() {
         return Err(fail("no [[model.quant]]".into()));
@@ -431,8 +460,8 @@ fn quant(q: RawQuant, model_repo: &str, line: usize) -> Result<Quant, String> {
             q.size.as_deref().unwrap_or_default()
         ));
     }
-    if q.bytes == Some(0) {
-        return Err(format!("quant {}: bytes must be above 0", q.name));
+    if q.bytes == Some(0) || listed.is_some_and(|(b, _)| b == 0) {
+        return Err(format!("quant {}: the size must be above 0", q.name));
     }
     let (size_bytes, size_precision) = match (q.bytes, listed) {
         (Some(b), _) => (Some(b), 0),
@@ -514,5 +543,71 @@ size = "0.40 GB"
         let syntax = ONE.replace("name = \"Tiny\"", "name = Tiny");
         let e = Catalog::parse(&syntax, "t.toml").expect_err("syntax");
         assert_eq!(e.line, 4, "{e}");
+    }
+
+    /// `ONE` with an `[model.arch]` table holding `arch`.
+    fn with_arch(arch: &str) -> String {
+        ONE.replace(
+            "\n[[model.quant]]",
+            &format!("\n[model.arch]\n{arch}\n\n[[model.quant]]"),
+        )
+    }
+
+    const LLAMA: &str = "architecture = \"llama\"\nblock_count = 2\nembedding_length = 256\n\
+        feed_forward_length = 512\nhead_count = 4\nhead_count_kv = 2\nvocab_size = 64";
+
+    #[test]
+    fn facts_beyond_any_model_are_refused_with_their_line() {
+        assert!(Catalog::parse(&with_arch(LLAMA), "t.toml").is_ok());
+        // Found by fuzz/catalog_toml: the parameter count overflowed u64
+        // when the entry was laid out.
+        let huge = with_arch(&LLAMA.replace("= 512", "= 20455555555555558"));
+        let e = Catalog::parse(&huge, "t.toml").expect_err("huge FFN");
+        assert_eq!(e.line, 2, "{e}");
+        assert_eq!(
+            e.message,
+            "tiny: arch: the tensors would hold more than 1125899906842624 parameters"
+        );
+        // Partial facts too: a layout would loop over every layer.
+        let layers = with_arch("block_count = 4000000000");
+        let e = Catalog::parse(&layers, "t.toml").expect_err("layers");
+        assert_eq!(
+            e.message,
+            "tiny: arch: 4000000000 layers, more than llama.cpp's 512"
+        );
+    }
+
+    #[test]
+    fn arch_like_must_make_a_possible_model() {
+        let base = with_arch(LLAMA);
+        let other = ONE.replace("\"tiny\"", "\"tiny-2\"").replace(
+            "\n[[model.quant]]",
+            "arch_like = \"tiny\"\narch_like_why = \"same\"\n\n[model.arch]\n\
+                 key_length = 18446744073709551615\n\n[[model.quant]]",
+        );
+        let e = Catalog::parse(&format!("{base}\n{other}"), "t.toml").expect_err("key size");
+        assert!(
+            e.message
+                .starts_with("tiny-2: with the facts of arch_like 'tiny': inconsistent"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_listed_size_of_zero_is_refused() {
+        let zero = ONE.replace("0.40 GB", "0.00 GB");
+        let e = Catalog::parse(&zero, "t.toml").expect_err("0 bytes");
+        assert_eq!(e.message, "tiny: quant Q4_K_M: the size must be above 0");
+        assert_eq!(e.line, 10);
+    }
+
+    #[test]
+    fn quoted_values_stay_on_one_line() {
+        let id = ONE.replace("id = \"tiny\"", "id = \"ti\\nny\"");
+        let e = Catalog::parse(&id, "t.toml").expect_err("bad id");
+        assert_eq!(
+            e.to_string(),
+            "t.toml:2: id 'ti\\nny' must be lower-case letters, digits, '.' and '-'"
+        );
     }
 }
