@@ -15,6 +15,22 @@ use crate::profile::{ModelProfile, Tensor};
 
 const MIB: u64 = 1 << 20;
 
+// Byte counts add and multiply saturating. Hostile hyper-parameters (a
+// header's widths near 2^32, `--ctx-size` and `--parallel` at their maxima)
+// make sizes past 2^64: they end at `u64::MAX`, which no budget holds
+// (`solve::fits`), instead of wrapping to a small number that would make a
+// huge model look like it fits.
+
+/// The sum of byte counts, `u64::MAX` if it does not fit.
+pub(crate) fn sum<const N: usize>(parts: [u64; N]) -> u64 {
+    parts.into_iter().fold(0, u64::saturating_add)
+}
+
+/// The product of counts, `u64::MAX` if it does not fit (0 if any is 0).
+pub(crate) fn product<const N: usize>(factors: [u64; N]) -> u64 {
+    factors.into_iter().fold(1, u64::saturating_mul)
+}
+
 /// Cache types llama.cpp accepts for `--cache-type-k/v` (`common/arg.cpp` `kv_cache_types`).
 #[must_use]
 pub fn is_valid_cache_type(ty: GgmlType) -> bool {
@@ -33,7 +49,7 @@ pub fn is_valid_cache_type(ty: GgmlType) -> bool {
 }
 
 fn pad(x: u64, n: u64) -> u64 {
-    x.div_ceil(n) * n
+    x.div_ceil(n).saturating_mul(n)
 }
 
 /// The context llama.cpp will really create from the user's numbers
@@ -123,7 +139,7 @@ pub fn kv_bytes_per_cell(p: &ModelProfile, ctx: &Context, il: usize) -> u64 {
         // MLA caches one latent row per token (K only) — with `key_length_mla` headers
         // the file already stores `kv_lora_rank + n_rot` as the key length.
         let width = u64::from(mla.kv_lora_rank) + u64::from(mla.n_rot);
-        return ctx.type_k.row_bytes(width).unwrap_or(width * 2);
+        return row_bytes(ctx.type_k, width);
     }
     let k = u64::from(p.head_dim_k) * kv_heads;
     let v = if ctx.flash_attn {
@@ -132,14 +148,14 @@ pub fn kv_bytes_per_cell(p: &ModelProfile, ctx: &Context, il: usize) -> u64 {
         let max_kv = u64::from(p.n_head_kv.iter().copied().max().unwrap_or(0));
         u64::from(p.head_dim_v) * max_kv
     };
-    row_bytes(ctx.type_k, k) + row_bytes(ctx.type_v, v)
+    sum([row_bytes(ctx.type_k, k), row_bytes(ctx.type_v, v)])
 }
 
 fn row_bytes(ty: GgmlType, n: u64) -> u64 {
     // A width that is not a multiple of the block is refused by llama.cpp; count it
     // as the next whole block so the estimate stays an upper bound.
     ty.row_bytes(n)
-        .unwrap_or_else(|| n.div_ceil(ty.block_size()) * ty.type_size())
+        .unwrap_or_else(|| product([n.div_ceil(ty.block_size()), ty.type_size()]))
 }
 
 /// KV cache (or recurrent state) bytes of layer `il`.
@@ -153,9 +169,7 @@ pub fn kv_bytes_layer(p: &ModelProfile, ctx: &Context, il: usize) -> u64 {
         Some(swa) if p.is_swa_layer(il) => ctx.swa_cells(swa.window),
         _ => u64::from(ctx.n_ctx_seq),
     };
-    per_cell
-        .saturating_mul(cells)
-        .saturating_mul(u64::from(ctx.n_seq))
+    product([per_cell, cells, u64::from(ctx.n_seq)])
 }
 
 /// Recurrent state of one layer for all sequences (`llama-memory-recurrent.cpp`):
@@ -166,12 +180,14 @@ fn recurrent_bytes_layer(p: &ModelProfile, ctx: &Context) -> u64 {
         r.rwkv_state_floats
     } else {
         let d_inner = u64::from(r.d_inner);
-        let conv = u64::from(r.d_conv.saturating_sub(1)).saturating_mul(
-            d_inner.saturating_add((2 * u64::from(r.n_group)).saturating_mul(u64::from(r.d_state))),
-        );
-        conv.saturating_add(u64::from(r.d_state).saturating_mul(d_inner))
+        let d_state = u64::from(r.d_state);
+        let conv = product([
+            u64::from(r.d_conv.saturating_sub(1)),
+            sum([d_inner, product([2, u64::from(r.n_group), d_state])]),
+        ]);
+        sum([conv, product([d_state, d_inner])])
     };
-    floats * 4 * u64::from(ctx.n_seq)
+    product([floats, 4, u64::from(ctx.n_seq)])
 }
 
 /// Total KV cache and recurrent state bytes.
@@ -179,7 +195,7 @@ fn recurrent_bytes_layer(p: &ModelProfile, ctx: &Context) -> u64 {
 pub fn kv_bytes_total(p: &ModelProfile, ctx: &Context) -> u64 {
     (0..p.layers.len())
         .map(|il| kv_bytes_layer(p, ctx, il))
-        .sum()
+        .fold(0, u64::saturating_add)
 }
 
 /// Which weight types the CPU backend of this build repacks, and the row
@@ -462,7 +478,7 @@ fn cuda_alloc_bytes(t: &Tensor) -> u64 {
     let ne0 = t.dims.first().copied().unwrap_or(0);
     let mut bytes = t.bytes;
     if t.ty.is_quantized() && ne0 % 512 != 0 {
-        bytes += row_bytes(t.ty, 512 - ne0 % 512);
+        bytes = sum([bytes, row_bytes(t.ty, 512 - ne0 % 512)]);
     }
     pad(bytes, 128)
 }
@@ -497,18 +513,18 @@ pub fn estimate(
         let active = (t.bytes as f64 * active_share) as u64;
         match dev {
             Some(g) if g < n_gpu => {
-                gpu_weights[g] += cuda_alloc_bytes(t);
-                gpu_active[g] += active;
+                gpu_weights[g] = sum([gpu_weights[g], cuda_alloc_bytes(t)]);
+                gpu_active[g] = sum([gpu_active[g], active]);
             }
             _ => {
                 if repack_active && m.repack.repacks(t) {
-                    cpu_repack += t.bytes;
+                    cpu_repack = sum([cpu_repack, t.bytes]);
                 } else {
-                    cpu_plain += pad(t.bytes, 32);
+                    cpu_plain = sum([cpu_plain, pad(t.bytes, 32)]);
                     map_lo = map_lo.min(t.offset);
-                    map_hi = map_hi.max(t.offset + t.bytes);
+                    map_hi = map_hi.max(sum([t.offset, t.bytes]));
                 }
-                cpu_active += active;
+                cpu_active = sum([cpu_active, active]);
             }
         }
     };
@@ -545,8 +561,8 @@ pub fn estimate(
         if let Some(t) = &p.token_embd
             && let Some(g) = out_dev
         {
-            gpu_weights[g] += cuda_alloc_bytes(t);
-            gpu_active[g] += t.bytes;
+            gpu_weights[g] = sum([gpu_weights[g], cuda_alloc_bytes(t)]);
+            gpu_active[g] = sum([gpu_active[g], t.bytes]);
             cpu_active -= t.bytes.min(cpu_active);
         }
     }
@@ -567,7 +583,7 @@ pub fn estimate(
         }
         _ => 0,
     };
-    cpu_repack += tied_repack;
+    cpu_repack = sum([cpu_repack, tied_repack]);
 
     // KV cache: each layer's cache on that layer's device (offload_kqv on).
     let mut cpu_kv = 0u64;
@@ -575,8 +591,8 @@ pub fn estimate(
     for il in 0..p.layers.len() {
         let b = kv_bytes_layer(p, ctx, il);
         match placement.device_of(n_layer, il as u32) {
-            Some(g) if g < n_gpu => gpu_kv[g] = gpu_kv[g].saturating_add(b),
-            _ => cpu_kv = cpu_kv.saturating_add(b),
+            Some(g) if g < n_gpu => gpu_kv[g] = sum([gpu_kv[g], b]),
+            _ => cpu_kv = sum([cpu_kv, b]),
         }
     }
 
@@ -584,32 +600,35 @@ pub fn estimate(
     let c = compute_parts(p, ctx);
     let layers_gpu = placement.layers_per_gpu(n_layer);
     let cpu_layers = n_layer - layers_gpu.iter().sum::<u32>();
+    // The output stage: the last layer's residual tensors and the logits.
+    let output_stage = sum([product([3, c.et4]), c.logits]);
     let cpu_compute_alloc = if uses_gpu {
         let mut b = c.inputs;
         if cpu_layers > 0 {
-            b += c.layer_peak;
+            b = sum([b, c.layer_peak]);
         }
         if out_dev.is_none() {
-            b += 3 * c.et4 + c.logits;
+            b = sum([b, output_stage]);
         }
         b
     } else {
-        c.inputs + c.layer_peak.max(3 * c.et4 + c.logits)
+        sum([c.inputs, c.layer_peak.max(output_stage)])
     };
     let gpu_compute: Vec<u64> = (0..n_gpu)
         .map(|g| {
             if layers_gpu.get(g).copied().unwrap_or(0) == 0 && out_dev != Some(g) {
                 return 0;
             }
-            let mut b = c.inputs + c.layer_peak;
+            let b = sum([c.inputs, c.layer_peak]);
             if out_dev == Some(g) {
-                b = b.max(c.inputs + 3 * c.et4 + c.logits);
+                b.max(sum([c.inputs, output_stage]))
+            } else {
+                b
             }
-            b
         })
         .collect();
     // The host output buffer (logits for n_seq outputs at start; not in llama.cpp's breakdown).
-    let output_buf = p.n_vocab * u64::from(ctx.n_seq) * 4;
+    let output_buf = product([p.n_vocab, u64::from(ctx.n_seq), 4]);
 
     // Residency: what RAM really holds at the peak.
     let mapped_bytes = if settings.mmap && map_hi > map_lo {
@@ -617,12 +636,13 @@ pub fn estimate(
     } else {
         0
     };
-    let vocab_overhead = p.n_vocab * overhead::PER_TOKEN;
-    let base = overhead::CPU_BASE + vocab_overhead + if uses_gpu { overhead::CUDA_HOST } else { 0 };
+    let vocab_overhead = product([p.n_vocab, overhead::PER_TOKEN]);
+    let cuda_host = if uses_gpu { overhead::CUDA_HOST } else { 0 };
+    let base = sum([overhead::CPU_BASE, vocab_overhead, cuda_host]);
     // The compute buffer is touched only as far as a real batch reaches: the
     // activations of a full ubatch, and one logits row per sequence.
     let cpu_compute_touched = if cpu_layers > 0 || !uses_gpu {
-        c.inputs + c.layer_peak
+        sum([c.inputs, c.layer_peak])
     } else {
         c.inputs
     };
@@ -630,28 +650,33 @@ pub fn estimate(
     // buffer (`ggml_graph_plan`): half the KQ tensor, outside every llama.cpp buffer.
     let n_head = u64::from(p.n_head.iter().copied().max().unwrap_or(0));
     let work_buf = if !ctx.flash_attn && (cpu_layers > 0 || !uses_gpu) {
-        u64::from(ctx.n_ctx_seq) * u64::from(ctx.n_tokens) * n_head * 2
+        product([u64::from(ctx.n_ctx_seq), u64::from(ctx.n_tokens), n_head, 2])
     } else {
         0
     };
-    let cpu_weights_anon = cpu_repack + if settings.mmap { 0 } else { cpu_plain };
-    let anonymous_bytes = cpu_weights_anon
-        + cpu_kv
-        + cpu_compute_touched.min(cpu_compute_alloc)
-        + work_buf
-        + output_buf
-        + base;
+    let cpu_plain_anon = if settings.mmap { 0 } else { cpu_plain };
+    let anonymous_bytes = sum([
+        cpu_repack,
+        cpu_plain_anon,
+        cpu_kv,
+        cpu_compute_touched.min(cpu_compute_alloc),
+        work_buf,
+        output_buf,
+        base,
+    ]);
 
     let threads = u64::from(m.threads.max(1));
-    let allocated_bytes = p.file_bytes()
-        + cpu_repack
-        + if settings.mmap { 0 } else { cpu_plain }
-        + cpu_kv
-        + cpu_compute_alloc
-        + work_buf
-        + output_buf
-        + overhead::VIRTUAL_BASE
-        + threads * overhead::VIRTUAL_PER_THREAD;
+    let allocated_bytes = sum([
+        p.file_bytes(),
+        cpu_repack,
+        cpu_plain_anon,
+        cpu_kv,
+        cpu_compute_alloc,
+        work_buf,
+        output_buf,
+        overhead::VIRTUAL_BASE,
+        product([threads, overhead::VIRTUAL_PER_THREAD]),
+    ]);
 
     let margin_ram = settings
         .margin_bytes
@@ -680,8 +705,8 @@ pub fn estimate(
             compute_bytes: 0,
         });
     }
-    let cpu_weights = cpu_plain + cpu_repack;
-    let cpu_compute = cpu_compute_alloc + output_buf;
+    let cpu_weights = sum([cpu_plain, cpu_repack]);
+    let cpu_compute = sum([cpu_compute_alloc, output_buf]);
     devices.push(DeviceUse {
         name: "CPU".into(),
         kind: DeviceKind::Cpu,
@@ -691,7 +716,7 @@ pub fn estimate(
         compute_bytes: cpu_compute,
         overhead_bytes: base,
         margin_bytes: margin_ram,
-        total_bytes: cpu_weights + cpu_kv + cpu_compute + base + margin_ram,
+        total_bytes: sum([cpu_weights, cpu_kv, cpu_compute, base, margin_ram]),
         n_layers: cpu_layers,
         buffers: cpu_buffers,
     });
@@ -700,7 +725,7 @@ pub fn estimate(
             DeviceKind::Unified => overhead::UNIFIED_CONTEXT,
             _ => overhead::CUDA_CONTEXT,
         };
-        let used = gpu_weights[g] + gpu_kv[g] + gpu_compute[g];
+        let used = sum([gpu_weights[g], gpu_kv[g], gpu_compute[g]]);
         let (overhead, margin) = if used == 0 {
             (0, 0)
         } else {
@@ -718,7 +743,7 @@ pub fn estimate(
             compute_bytes: gpu_compute[g],
             overhead_bytes: overhead,
             margin_bytes: margin,
-            total_bytes: used + overhead + margin,
+            total_bytes: sum([used, overhead, margin]),
             n_layers: layers_gpu.get(g).copied().unwrap_or(0),
             buffers: vec![BufferUse {
                 name: format!("CUDA{g}"),

@@ -18,7 +18,7 @@
 //!   below a readable 10 tokens/s.
 
 use crate::hw::{GpuVendor, HardwareSnapshot};
-use crate::memory::{self, Context, Estimate, GpuSpec, MachineSpec, Placement, RepackRules};
+use crate::memory::{self, Context, Estimate, GpuSpec, MachineSpec, Placement, RepackRules, sum};
 use crate::plan::{
     DeviceKind, FlashAttn, ModelInfo, Plan, RamUse, Resolved, SCHEMA_VERSION, Settings, Verdict,
     Warning,
@@ -113,25 +113,40 @@ fn machine(hw: &HardwareSnapshot, build: Build) -> Machine {
     }
 }
 
+/// Whether `need` bytes are more than `budget`. The memory model's sizes
+/// saturate (`memory::sum`), so `u64::MAX` stands for "past 2^64": more than
+/// any budget, one of `u64::MAX` (`--ram 16EiB`) included.
+fn exceeds(need: u64, budget: u64) -> bool {
+    need == u64::MAX || need > budget
+}
+
+/// Resident RAM the estimate needs with its margin.
+fn ram_need(e: &Estimate) -> u64 {
+    sum([e.anonymous_bytes, e.devices[0].margin_bytes])
+}
+
 /// Whether an estimate fits every budget.
 fn fits(e: &Estimate, m: &Machine) -> bool {
-    let ram_margin = e.devices[0].margin_bytes;
-    let mut ram_need = e.anonymous_bytes + ram_margin;
+    let mut ram_need = ram_need(e);
     for d in &e.devices[1..] {
-        if d.total_bytes > d.budget_bytes {
+        if exceeds(d.total_bytes, d.budget_bytes) {
             return false;
         }
         if m.unified {
             // One pool: the GPU's allocations come out of the same RAM.
-            ram_need += d.total_bytes;
+            ram_need = sum([ram_need, d.total_bytes]);
         }
     }
-    if ram_need > m.spec.ram_budget_bytes {
+    if exceeds(ram_need, m.spec.ram_budget_bytes) {
         return false;
     }
-    m.spec
-        .alloc_limit_bytes
-        .is_none_or(|lim| e.allocated_bytes <= lim)
+    !exceeds(e.allocated_bytes, alloc_limit(m))
+}
+
+/// The process's address-space limit: RLIMIT_AS/RLIMIT_DATA, or none but
+/// 2^64 itself, which a saturated allocation still exceeds.
+fn alloc_limit(m: &Machine) -> u64 {
+    m.spec.alloc_limit_bytes.unwrap_or(u64::MAX)
 }
 
 fn split_for(m: &Machine) -> Vec<f64> {
@@ -178,7 +193,7 @@ fn decode_speed(p: &ModelProfile, e: &Estimate, m: &Machine) -> (f64, f64) {
         .active_bytes
         .iter()
         .zip(&kv_share)
-        .map(|(a, k)| a + k)
+        .map(|(&a, &k)| sum([a, k]))
         .collect();
     let bpw = bits_per_weight(p);
     let params: Vec<u64> = e
@@ -314,7 +329,8 @@ pub fn plan(
         });
     }
     let ram_budget = m.spec.ram_budget_bytes;
-    if ok && est.anonymous_bytes + est.mapped_working_bytes > ram_budget {
+    let working_set = sum([est.anonymous_bytes, est.mapped_working_bytes]);
+    if ok && exceeds(working_set, ram_budget) {
         warnings.push(Warning {
             code: "pages_from_disk".into(),
             message: format!(
@@ -373,7 +389,7 @@ pub fn plan(
         devices,
         ram: RamUse {
             budget_bytes: ram_budget,
-            peak_bytes: est.anonymous_bytes + est.mapped_bytes,
+            peak_bytes: sum([est.anonymous_bytes, est.mapped_bytes]),
             anonymous_bytes: est.anonymous_bytes,
             mapped_bytes: est.mapped_bytes,
             allocated_bytes: est.allocated_bytes,
@@ -387,8 +403,10 @@ pub fn plan(
     }
 }
 
+/// Rounded to 2 decimals; a value too large to scale is already whole.
 fn round2(x: f64) -> f64 {
-    (x * 100.0).round() / 100.0
+    let r = (x * 100.0).round() / 100.0;
+    if r.is_finite() { r } else { x }
 }
 
 /// For MoE models that do not fit whole on the GPU: the fewest layers whose
@@ -444,7 +462,7 @@ fn kv_quant_hint(
 
 fn why_not(e: &Estimate, m: &Machine) -> String {
     for d in &e.devices[1..] {
-        if d.total_bytes > d.budget_bytes {
+        if exceeds(d.total_bytes, d.budget_bytes) {
             return format!(
                 "{} needs {} but has {}",
                 d.name,
@@ -453,16 +471,19 @@ fn why_not(e: &Estimate, m: &Machine) -> String {
             );
         }
     }
-    if let Some(lim) = m.spec.alloc_limit_bytes
-        && e.allocated_bytes > lim
-    {
-        return format!(
-            "the process would allocate {} but its limit (RLIMIT_AS/RLIMIT_DATA) is {}",
-            crate::hw::format_size(e.allocated_bytes),
-            crate::hw::format_size(lim)
-        );
+    if exceeds(e.allocated_bytes, alloc_limit(m)) {
+        let allocated = crate::hw::format_size(e.allocated_bytes);
+        return match m.spec.alloc_limit_bytes {
+            Some(lim) => format!(
+                "the process would allocate {allocated} but its limit (RLIMIT_AS/RLIMIT_DATA) is {}",
+                crate::hw::format_size(lim)
+            ),
+            None => {
+                format!("the process would allocate {allocated} or more, past any address space")
+            }
+        };
     }
-    let need = e.anonymous_bytes + e.devices[0].margin_bytes;
+    let need = ram_need(e);
     format!(
         "RAM: needs {} resident (with margin) but the budget is {}",
         crate::hw::format_size(need),
