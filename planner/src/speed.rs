@@ -97,7 +97,7 @@ pub fn decode_tokens_per_s(
         let math = 2.0 * *p as f64 / d.flops.max(1.0);
         t += mem.max(math) + f64::from(*l) * d.per_layer_s;
     }
-    if t > 0.0 { 1.0 / t } else { 0.0 }
+    per_second(t)
 }
 
 /// Prompt tokens/s: two FLOPs per active parameter per token, devices in series;
@@ -113,7 +113,16 @@ pub fn prompt_tokens_per_s(params: &[u64], devices: &[Throughput], cpu_index: us
         };
         t += 2.0 * *p as f64 / flops.max(1.0);
     }
-    if t > 0.0 { 1.0 / t } else { 0.0 }
+    per_second(t)
+}
+
+/// Tokens per second from seconds per token: always finite, as the plan's
+/// JSON needs (`serde_json` writes NaN and infinity as `null`). No time, or a
+/// time so short that its inverse overflows (a hostile bandwidth in a
+/// hardware profile), gives 0: no estimate.
+fn per_second(t: f64) -> f64 {
+    let r = 1.0 / t;
+    if t > 0.0 && r.is_finite() { r } else { 0.0 }
 }
 
 #[cfg(test)]
@@ -153,6 +162,30 @@ mod tests {
         // 100 MB read, 500 M params: memory 1 ms, math 100 ms.
         let tps = decode_tokens_per_s(&[100_000_000], &[500_000_000], &[1], &[cpu], 0);
         assert!((tps - 10.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn speeds_stay_finite_at_the_extremes() {
+        let fastest = Throughput {
+            bandwidth: f64::MAX,
+            flops: f64::MAX,
+            per_layer_s: 0.0,
+        };
+        let broken = Throughput {
+            bandwidth: f64::NAN,
+            flops: f64::NAN,
+            per_layer_s: 0.0,
+        };
+        for d in [fastest, broken, gpu_throughput(1e12)] {
+            for b in [1, u64::MAX] {
+                let decode = decode_tokens_per_s(&[b], &[b], &[u32::MAX], &[d], u64::MAX);
+                let prompt = prompt_tokens_per_s(&[b], &[d], 0);
+                assert!(decode.is_finite() && decode >= 0.0, "{d:?} {b}: {decode}");
+                assert!(prompt.is_finite() && prompt >= 0.0, "{d:?} {b}: {prompt}");
+            }
+        }
+        // One byte at the largest bandwidth: 1/t overflows, so no estimate.
+        assert_eq!(decode_tokens_per_s(&[1], &[0], &[0], &[fastest], 0), 0.0);
     }
 
     #[test]
