@@ -14,7 +14,7 @@ use std::sync::LazyLock;
 use headroom_fuzz::Tiny;
 use headroom_planner::gguf::{GgmlType, Header, Value};
 use headroom_planner::hw::{self, HardwareSnapshot, Overrides};
-use headroom_planner::plan::{FlashAttn, Settings};
+use headroom_planner::plan::{FlashAttn, Settings, Verdict};
 use headroom_planner::profile;
 use headroom_planner::solve::{self, Build};
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
@@ -203,6 +203,26 @@ fn run(u: &mut Unstructured) -> Result<()> {
             d.total_bytes
         );
     }
+    // A size past 2^64 saturates, and such a plan never fits: a wrapped sum
+    // would make a huge model look small.
+    let saturated = plan.devices.iter().any(|d| d.total_bytes == u64::MAX)
+        || plan.ram.anonymous_bytes == u64::MAX
+        || plan.ram.allocated_bytes == u64::MAX;
+    assert!(
+        !saturated || plan.verdict == Verdict::DoesNotFit,
+        "a saturated size gave {:?}",
+        plan.verdict
+    );
+    // The speeds go to JSON, which has no NaN or infinity.
+    let speeds = [
+        plan.est_decode_tokens_per_s,
+        plan.est_prompt_tokens_per_s,
+        plan.est_full_gpu_decode_tokens_per_s.unwrap_or(0.0),
+    ];
+    assert!(
+        speeds.iter().all(|s| s.is_finite() && *s >= 0.0),
+        "speeds {speeds:?}"
+    );
     Ok(())
 }
 
