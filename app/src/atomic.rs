@@ -10,6 +10,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -55,6 +56,37 @@ pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
     })
 }
 
+/// Open `path` with `options` (which must create it when absent), never
+/// through a symlink: a link found there (planted in a shared cache, say) is
+/// removed and a file of our own created in its place, so whatever it
+/// pointed at is neither truncated nor appended to.
+///
+/// # Errors
+/// As [`OpenOptions::open`]; the link cannot be removed.
+pub fn open_no_follow(path: &Path, options: &OpenOptions) -> std::io::Result<File> {
+    let mut options = options.clone();
+    options.custom_flags(libc::O_NOFOLLOW);
+    match options.open(path) {
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            fs::remove_file(path)?;
+            options.open(path)
+        }
+        other => other,
+    }
+}
+
+/// A lock file at `path`, created if absent, never truncated, never
+/// followed ([`open_no_follow`]).
+///
+/// # Errors
+/// As [`open_no_follow`].
+pub fn open_lock_file(path: &Path) -> std::io::Result<File> {
+    open_no_follow(
+        path,
+        File::options().create(true).truncate(false).write(true),
+    )
+}
+
 /// Read `path` (None when absent), let `edit` make the new contents, and
 /// [`write`] them, all under an exclusive lock on `PATH.lock`, so that two
 /// processes updating the same file (two runs appending to the calibration
@@ -67,14 +99,15 @@ pub fn update(path: &Path, edit: impl FnOnce(Option<Vec<u8>>) -> Result<Vec<u8>>
     let mut lock_name = path.as_os_str().to_owned();
     lock_name.push(".lock");
     let lock_path = PathBuf::from(lock_name);
-    let lock = File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .with_context(|| format!("opening {}", lock_path.display()))?;
-    lock.lock()
-        .with_context(|| format!("locking {}", lock_path.display()))?;
+    let lock =
+        open_lock_file(&lock_path).with_context(|| format!("opening {}", lock_path.display()))?;
+    // flock(2) by hand: std's File::lock needs Rust 1.89, above our MSRV.
+    // SAFETY: flock on a descriptor owned by `lock`, alive for the call.
+    let rc = unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) };
+    if rc != 0 {
+        return Err(anyhow::Error::new(std::io::Error::last_os_error())
+            .context(format!("locking {}", lock_path.display())));
+    }
     let old = match fs::read(path) {
         Ok(b) => Some(b),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,

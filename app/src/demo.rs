@@ -256,7 +256,14 @@ fn fetch_into(work: &Path, dest: &Path) -> Result<()> {
         );
     }
     let partial = work.join(format!("{FILE_NAME}.partial"));
-    let mut out = BufWriter::new(File::create(&partial)?);
+    // A fresh file, never one (or a link) left in the work folder before.
+    let _ = fs::remove_file(&partial);
+    let mut out = BufWriter::new(
+        File::options()
+            .write(true)
+            .create_new(true)
+            .open(&partial)?,
+    );
     let mut hasher = Sha256::new();
     let mut written = 0u64;
     for i in 1..=N_PARTS {

@@ -168,18 +168,20 @@ pub fn parse_hub(s: &str) -> Result<HubRef, String> {
 /// `org/repo`).
 ///
 /// # Errors
-/// An unknown id or quantization.
-pub fn catalog_ref(id: &str, quant: Option<&str>) -> Result<HubRef, RefError> {
+/// An unknown id or quantization (a [`RefError`], a usage error); a catalog
+/// that cannot be read or parsed (an error of the catalog file, exit 1 as
+/// for `fit`).
+pub fn catalog_ref(id: &str, quant: Option<&str>) -> anyhow::Result<HubRef> {
     let err = |why: String| RefError {
         arg: id.to_string(),
         why,
     };
-    let catalog = crate::catalog::load_default().map_err(|e| err(format!("{e:#}")))?;
+    let catalog = crate::catalog::load_default()?;
     let Some(entry) = catalog.get(id) else {
-        return Err(err(
+        return Err(anyhow::Error::new(err(
             "no such file, and not an org/repo reference or a catalog id (`headroom fit` lists the catalog)"
                 .into(),
-        ));
+        )));
     };
     let Some(q) = quant else {
         return Ok(HubRef {
@@ -189,10 +191,10 @@ pub fn catalog_ref(id: &str, quant: Option<&str>) -> Result<HubRef, RefError> {
     };
     let Some(found) = entry.quant(q) else {
         let listed: Vec<&str> = entry.quants.iter().map(|q| q.name.as_str()).collect();
-        return Err(err(format!(
+        return Err(anyhow::Error::new(err(format!(
             "the catalog lists no {q} for it (it lists {})",
             listed.join(", ")
-        )));
+        ))));
     };
     let select = match found.files.first() {
         Some(file) => Select::File(file.clone()),

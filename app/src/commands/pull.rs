@@ -27,7 +27,14 @@ pub fn run(args: &PullArgs, machine: &MachineArgs) -> Result<ExitCode> {
     let model = match modelref::classify(&args.model).map_err(|e| usage(&e))? {
         ModelArg::Hub(h) => h,
         ModelArg::Catalog { id, quant } => {
-            modelref::catalog_ref(&id, quant.as_deref()).map_err(|e| usage(&e))?
+            // A bad id is the user's (2); a bad catalog file is not (1).
+            modelref::catalog_ref(&id, quant.as_deref()).map_err(|e| {
+                if e.is::<modelref::RefError>() {
+                    usage(&e).into()
+                } else {
+                    e
+                }
+            })?
         }
         ModelArg::Demo => HubRef {
             repo: crate::demo::HF_REPO.to_string(),

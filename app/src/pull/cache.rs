@@ -11,7 +11,7 @@
 //! ```
 
 use std::fs::{self, File};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
@@ -145,7 +145,10 @@ impl RepoCache {
         let dir = self.cache_dir.join(".locks").join(repo_folder(&self.repo));
         fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let path = dir.join(format!("{etag}.lock"));
-        let file = File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+        // Never through a symlink, and never truncating: File::create on a
+        // link planted here would empty whatever file it points at.
+        let file = crate::atomic::open_lock_file(&path)
+            .with_context(|| format!("creating {}", path.display()))?;
         let lock = |flags| {
             use std::os::fd::AsRawFd;
             // SAFETY: flock on a descriptor this function owns; no memory is shared.
@@ -202,8 +205,7 @@ fn check_name(s: &str) -> Result<()> {
 
 /// A relative path inside a repository that stays inside it.
 fn check_rel_path(s: &str) -> Result<()> {
-    let p = Path::new(s);
-    if s.is_empty() || !p.components().all(|c| matches!(c, Component::Normal(_))) {
+    if !crate::remote::is_path_inside_repo(s) {
         bail!("{s:?} is not a file path inside a repository");
     }
     Ok(())

@@ -11,7 +11,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufWriter, Read, Seek, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -55,6 +55,25 @@ pub struct Fetched {
     pub cached: bool,
 }
 
+/// Whether `blob` is a finished download: a regular file of the announced
+/// size. A symlink there (planted in a shared cache) is not taken for one, so
+/// nothing outside the cache is ever linked to or loaded as the model.
+fn is_blob(blob: &Path, size: u64) -> bool {
+    fs::symlink_metadata(blob).is_ok_and(|m| m.is_file() && m.len() == size)
+}
+
+/// Open (or create) the partial download for appending, never through a
+/// symlink: a link planted at `<etag>.incomplete` would otherwise have the
+/// download appended to (or truncated into) whatever file it points at. A
+/// link found there is removed and the download starts afresh.
+fn open_partial(partial: &Path) -> Result<File> {
+    crate::atomic::open_no_follow(
+        partial,
+        OpenOptions::new().create(true).read(true).append(true),
+    )
+    .with_context(|| format!("opening {}", partial.display()))
+}
+
 /// Fetch `job` into `cache` (or find it complete there).
 ///
 /// # Errors
@@ -63,7 +82,7 @@ pub struct Fetched {
 /// (then it is deleted).
 pub fn fetch(hub: &Hub, cache: &RepoCache, job: &Job<'_>) -> Result<Fetched> {
     let blob = cache.blob(job.etag);
-    if fs::metadata(&blob).is_ok_and(|m| m.len() == job.size) {
+    if is_blob(&blob, job.size) {
         let path = cache.link(job.commit, job.path, job.etag)?;
         return Ok(Fetched {
             path,
@@ -74,7 +93,7 @@ pub fn fetch(hub: &Hub, cache: &RepoCache, job: &Job<'_>) -> Result<Fetched> {
     }
     let _lock = cache.lock(job.etag)?;
     // Another process may have finished it while we waited for the lock.
-    if fs::metadata(&blob).is_ok_and(|m| m.len() == job.size) {
+    if is_blob(&blob, job.size) {
         let path = cache.link(job.commit, job.path, job.etag)?;
         return Ok(Fetched {
             path,
@@ -87,12 +106,7 @@ pub fn fetch(hub: &Hub, cache: &RepoCache, job: &Job<'_>) -> Result<Fetched> {
     if let Some(dir) = partial.parent() {
         fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    let mut file = OpenOptions::new()
-        .create(true)
-        .read(true)
-        .append(true)
-        .open(&partial)
-        .with_context(|| format!("opening {}", partial.display()))?;
+    let mut file = open_partial(&partial)?;
     let mut have = file
         .metadata()
         .with_context(|| format!("reading {}", partial.display()))?

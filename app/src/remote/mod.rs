@@ -210,9 +210,11 @@ impl Hub {
                 .send(),
         );
         let info = info.map_err(|e| crate::hub::classify(e, &self.env, repo, ""))?;
-        info.sha
+        let sha = info
+            .sha
             .filter(|s| !s.is_empty())
-            .ok_or_else(|| FetchError::Other(format!("the hub gave no commit for {repo}")))
+            .ok_or_else(|| FetchError::Other(format!("the hub gave no commit for {repo}")))?;
+        checked_commit(repo, sha)
     }
 
     /// Every file of `repo` at `commit`, recursively, following the hub's
@@ -237,9 +239,18 @@ impl Hub {
                 .map_err(|e| self.transport_error(&e))?;
             self.received
                 .fetch_add(text.len() as u64, Ordering::Relaxed);
-            files.extend(parse_tree(&text).map_err(|e| {
+            let page = parse_tree(&text).map_err(|e| {
                 FetchError::Other(format!("the file listing of {repo} is not the hub's: {e}"))
-            })?);
+            })?;
+            // The names become paths in the cache: a hostile listing must not
+            // lead outside it (`..`, absolute paths), nor be fetched at all.
+            if let Some(bad) = page.iter().find(|f| !is_path_inside_repo(&f.path)) {
+                return Err(FetchError::Other(format!(
+                    "the file listing of {repo} names {:?}, which is not a file path inside a repository; refusing it",
+                    bad.path
+                )));
+            }
+            files.extend(page);
             match next {
                 Some(n) => url = n,
                 None => return Ok(files),
@@ -265,8 +276,12 @@ impl Hub {
             .map(|e| e.trim_start_matches("W/").trim_matches('"').to_string())
             .filter(|e| !e.is_empty())
             .ok_or_else(|| FetchError::Other(format!("the hub gave no ETag for {path}")))?;
+        let commit = match text("x-repo-commit") {
+            Some(c) => Some(checked_commit(repo, c.to_string())?),
+            None => None,
+        };
         Ok(FileMeta {
-            commit: text("x-repo-commit").map(str::to_string),
+            commit,
             etag,
             size: text("x-linked-size")
                 .or_else(|| text("content-length"))
@@ -442,6 +457,29 @@ impl Hub {
             ))
         }
     }
+}
+
+/// A commit id from the hub, which becomes a folder name in the cache
+/// (`snapshots/<commit>`): hexadecimal, as git's are, or refused.
+fn checked_commit(repo: &str, sha: String) -> Result<String, FetchError> {
+    if (7..=64).contains(&sha.len()) && sha.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(sha)
+    } else {
+        Err(FetchError::Other(format!(
+            "the hub gave {repo} the commit id {sha:?}, which is not one; refusing it"
+        )))
+    }
+}
+
+/// Whether a file name from a listing is a relative path that stays inside
+/// the repository: `/`-separated plain parts (no `..`, `.`, or empty part,
+/// so no leading `/` either), no backslashes or NULs.
+#[must_use]
+pub fn is_path_inside_repo(path: &str) -> bool {
+    !path.contains(['\\', '\0'])
+        && !path
+            .split('/')
+            .any(|p| p.is_empty() || p == "." || p == "..")
 }
 
 fn split_repo(repo: &str) -> Result<(&str, &str), FetchError> {
