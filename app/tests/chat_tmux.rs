@@ -403,3 +403,41 @@ fn a_closed_terminal_ends_the_chat() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// A chat forced past its memory limit (`ulimit -v`, i.e. `RLIMIT_AS`, 700
+/// MiB: too little for the compute buffer at -c 4096) shows why the load
+/// failed, naming the allocation; on leaving it prints the same as one error
+/// line, exits 1, and gives the terminal back.
+#[test]
+fn a_load_that_fails_under_a_memory_limit_gives_the_terminal_back() {
+    let _serial = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let model = model();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = dir.path().join("chat.log");
+    let tmux = Tmux::start("limit", &[("HEADROOM_CHAT_LOG", &log)]);
+    tmux.wait_for("the shell's prompt", 10, &log, |s| !s.trim().is_empty());
+    // The limit in a subshell, so the shell checking the terminal keeps its own.
+    let cmd = format!(
+        "cd {} && (ulimit -v {}; exec {} chat {} -c 4096 --force); echo EXIT=$?",
+        dir.path().display(),
+        700 * 1024,
+        env!("CARGO_BIN_EXE_headroom"),
+        model.display()
+    );
+    tmux.type_text(&cmd);
+    tmux.keys(&["Enter"]);
+    let s = tmux.wait_for("the failed load", 60, &log, |s| {
+        s.contains("the model could not be loaded │")
+    });
+    // The notice wraps at 80 columns: join its rows to read it.
+    let joined: String = s.lines().map(str::trim_end).collect();
+    assert!(joined.contains("attempted to allocate"), "{s}");
+    tmux.keys(&["C-d"]);
+    let s = assert_restored(&tmux, &log, "1");
+    let printed: String = s.lines().collect();
+    let errors = printed.matches("headroom: error:").count();
+    assert_eq!(errors, 1, "one error line:\n{s}");
+    assert!(printed.contains("attempted to allocate"), "{s}");
+}

@@ -84,16 +84,31 @@ fn n_cpu_moe_patterns_are_llama_cpps() {
 }
 
 fn run_with_address_space(limit: u64, force: bool) -> std::process::Output {
+    run_limited(libc::RLIMIT_AS, limit, force)
+}
+
+/// `headroom run` on the demo model at -c 4096 with one process limit set
+/// (as `prlimit` would, in the child before exec).
+fn run_limited(
+    resource: libc::__rlimit_resource_t,
+    limit: u64,
+    force: bool,
+) -> std::process::Output {
     let model = demo_model().display().to_string();
+    let mut args = vec![
+        "run", &model, "--raw", "-p", "hi", "-n", "2", "--temp", "0", "-c", "4096",
+    ];
+    if force {
+        args.push("--force");
+    }
+    limited(&args, resource, limit)
+}
+
+/// `headroom ARGS` under one process limit, with its own calibration log.
+fn limited(args: &[&str], resource: libc::__rlimit_resource_t, limit: u64) -> std::process::Output {
     let data = tempfile::tempdir().expect("temp dir");
     let mut cmd = Command::new(bin());
-    cmd.args([
-        "run", &model, "--raw", "-p", "hi", "-n", "2", "--temp", "0", "-c", "4096",
-    ])
-    .env("HEADROOM_DATA_DIR", data.path());
-    if force {
-        cmd.arg("--force");
-    }
+    cmd.args(args).env("HEADROOM_DATA_DIR", data.path());
     // SAFETY: setrlimit is async-signal-safe; nothing else runs in pre_exec.
     unsafe {
         cmd.pre_exec(move || {
@@ -101,13 +116,69 @@ fn run_with_address_space(limit: u64, force: bool) -> std::process::Output {
                 rlim_cur: limit,
                 rlim_max: limit,
             };
-            if libc::setrlimit(libc::RLIMIT_AS, &raw const rl) != 0 {
+            if libc::setrlimit(resource, &raw const rl) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())
         });
     }
     cmd.output().expect("spawn headroom")
+}
+
+/// Under either limit, `plan` itself says the model does not fit (exit 3),
+/// naming the limit, and `run` refuses before loading; forced, the load
+/// fails with one line naming the allocation, and nothing on stdout.
+/// `RLIMIT_DATA` counts private writable mappings (Linux 4.7+), so
+/// llama.cpp's buffers count against it like against `RLIMIT_AS`.
+#[test]
+fn plan_and_run_read_the_process_limits() {
+    let model = demo_model().display().to_string();
+    for (resource, name) in [
+        (libc::RLIMIT_AS, "RLIMIT_AS"),
+        (libc::RLIMIT_DATA, "RLIMIT_DATA"),
+    ] {
+        // RLIMIT_DATA counts no file mappings (the weights): 600 MiB keeps
+        // the 525 MiB compute buffer and the rest from fitting either way.
+        let limit = if name == "RLIMIT_AS" {
+            700u64 << 20
+        } else {
+            600 << 20
+        };
+        let plan = limited(&["plan", &model, "-c", "4096", "--json"], resource, limit);
+        assert_eq!(plan.status.code(), Some(3), "{name}: {plan:?}");
+        let v: serde_json::Value = serde_json::from_slice(&plan.stdout).expect("plan JSON");
+        assert_eq!(v["verdict"], "does not fit", "{name}: {v}");
+        let human = limited(&["plan", &model, "-c", "4096"], resource, limit);
+        let text = String::from_utf8_lossy(&human.stdout);
+        assert!(
+            text.contains("does not fit") && text.contains(name),
+            "{name}: {text}"
+        );
+
+        let refused = run_limited(resource, limit, false);
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(3), "{name}: {stderr}");
+        assert!(
+            stderr.starts_with("headroom: refused:") && stderr.contains(name),
+            "{stderr}"
+        );
+        assert!(refused.stdout.is_empty());
+
+        let forced = run_limited(resource, limit, true);
+        let stderr = String::from_utf8_lossy(&forced.stderr);
+        assert_eq!(forced.status.code(), Some(1), "{name}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{name}: one line: {stderr}");
+        assert!(stderr.starts_with("headroom: error:"), "{stderr}");
+        assert!(
+            stderr.contains("attempted to allocate") || stderr.contains("failed to allocate"),
+            "{name}: {stderr}"
+        );
+        assert!(
+            forced.stdout.is_empty(),
+            "{name}: nothing half-written on stdout"
+        );
+        println!("{name} {} MiB: {}", limit >> 20, stderr.trim_end());
+    }
 }
 
 /// 700 MiB of address space holds the mapped model and the KV cache but not
