@@ -435,9 +435,18 @@ fn quant(q: RawQuant, model_repo: &str, line: usize) -> Result<Quant, String> {
         .collect();
     if let Some(f) = files
         .iter()
-        .find(|f| !f.to_ascii_lowercase().ends_with(".gguf") || f.contains(".."))
+        .find(|f| !f.to_ascii_lowercase().ends_with(".gguf"))
     {
         return Err(format!("quant {}: '{f}' is not a .gguf file name", q.name));
+    }
+    // The name becomes a path in the cache: it must stay inside the repository.
+    if let Some(f) = files.iter().find(|f| {
+        f.contains(['\\', '\0']) || f.split('/').any(|p| p.is_empty() || p == "." || p == "..")
+    }) {
+        return Err(format!(
+            "quant {}: '{f}' is not a file path inside the repository (no '..', '.', empty parts or leading '/')",
+            q.name
+        ));
     }
     let listed = q
         .size
