@@ -24,7 +24,13 @@ use std::path::{Path, PathBuf};
 const LLAMA_SYS_VERSION: &str = "0.1.160";
 
 /// The shim's sources (compiled: the `.cpp` ones).
-const SHIM_FILES: [&str; 4] = ["accounting.cpp", "quant.cpp", "accounting.h", "shim_log.h"];
+const SHIM_FILES: [&str; 5] = [
+    "accounting.cpp",
+    "quant.cpp",
+    "vocab.cpp",
+    "accounting.h",
+    "shim_log.h",
+];
 
 /// Files that prove a directory is a llama.cpp source tree with what the shim needs.
 const REQUIRED: [&str; 4] = [

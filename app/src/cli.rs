@@ -593,12 +593,82 @@ pub fn init_logging(verbose: u8) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let print = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
-        .with_filter(filter);
+        .with_filter(Recheck(filter));
     let _ = tracing_subscriber::registry()
         .with(print)
         .with(crate::llama::log::Capture)
         .try_init();
     llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default());
+}
+
+/// An [`EnvFilter`](tracing_subscriber::EnvFilter) asked again for every
+/// event. llama-cpp-2 hands llama.cpp's log lines to the dispatcher from
+/// callsites of its own (`Dispatch::event`), without the `enabled` call in
+/// which a per-layer filter decides; the filter then went by whatever its
+/// last decision on that thread was, and llama.cpp's INFO lines leaked into
+/// the output at the default level now and then.
+struct Recheck(tracing_subscriber::EnvFilter);
+
+impl<S> tracing_subscriber::layer::Filter<S> for Recheck
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    fn enabled(
+        &self,
+        meta: &tracing::Metadata<'_>,
+        cx: &tracing_subscriber::layer::Context<'_, S>,
+    ) -> bool {
+        tracing_subscriber::layer::Filter::<S>::enabled(&self.0, meta, cx)
+    }
+
+    fn callsite_enabled(
+        &self,
+        meta: &'static tracing::Metadata<'static>,
+    ) -> tracing::subscriber::Interest {
+        tracing_subscriber::layer::Filter::<S>::callsite_enabled(&self.0, meta)
+    }
+
+    fn event_enabled(
+        &self,
+        event: &tracing::Event<'_>,
+        cx: &tracing_subscriber::layer::Context<'_, S>,
+    ) -> bool {
+        tracing_subscriber::layer::Filter::<S>::enabled(&self.0, event.metadata(), cx)
+    }
+
+    fn max_level_hint(&self) -> Option<tracing::level_filters::LevelFilter> {
+        tracing_subscriber::layer::Filter::<S>::max_level_hint(&self.0)
+    }
+
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        id: &tracing::span::Id,
+        cx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        tracing_subscriber::layer::Filter::<S>::on_new_span(&self.0, attrs, id, cx);
+    }
+
+    fn on_record(
+        &self,
+        id: &tracing::span::Id,
+        values: &tracing::span::Record<'_>,
+        cx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        tracing_subscriber::layer::Filter::<S>::on_record(&self.0, id, values, cx);
+    }
+
+    fn on_enter(&self, id: &tracing::span::Id, cx: tracing_subscriber::layer::Context<'_, S>) {
+        tracing_subscriber::layer::Filter::<S>::on_enter(&self.0, id, cx);
+    }
+
+    fn on_exit(&self, id: &tracing::span::Id, cx: tracing_subscriber::layer::Context<'_, S>) {
+        tracing_subscriber::layer::Filter::<S>::on_exit(&self.0, id, cx);
+    }
+
+    fn on_close(&self, id: tracing::span::Id, cx: tracing_subscriber::layer::Context<'_, S>) {
+        tracing_subscriber::layer::Filter::<S>::on_close(&self.0, id, cx);
+    }
 }
 
 #[cfg(test)]

@@ -85,7 +85,7 @@ fn memory_stays_flat_over_hundreds_of_generations() {
         if gens.is_multiple_of(25) {
             session.clear();
         }
-        let tokens = engine.tokenize(&prompt, true);
+        let tokens = engine.tokenize(&prompt, true).expect("tokenize");
         let g = session
             .generate(&tokens, &opts, &cancel, &mut |_| true)
             .expect("generate");
@@ -140,14 +140,14 @@ fn a_conversation_past_its_context_keeps_working() {
         turns += 1;
         assert!(turns < 200, "the context never filled");
         conversation.push_str(&format!("\nTurn {turns}: tell me more about the sea."));
-        let mut tokens = engine.tokenize(&conversation, true);
+        let mut tokens = engine.tokenize(&conversation, true).expect("tokenize");
         // The chat's policy: when the prompt no longer fits, drop the oldest
         // turns (keep the last half of the text).
         while tokens.len() + 64 > session.n_ctx() as usize {
             let cut = conversation.len() / 2;
             let cut = conversation[cut..].find('\n').map_or(cut, |i| cut + i);
             conversation = conversation[cut..].to_string();
-            tokens = engine.tokenize(&conversation, true);
+            tokens = engine.tokenize(&conversation, true).expect("tokenize");
             overflows += 1;
         }
         let g = session

@@ -186,7 +186,7 @@ impl Turn<'_> {
     ) -> Result<Generation> {
         let n_ctx = session.n_ctx() as usize;
         let mut count = |m: &[Message]| -> Result<usize> {
-            Ok(tokenize_prompt(self.engine, &self.format.render(m, true)?).len())
+            Ok(tokenize_prompt(self.engine, &self.format.render(m, true)?)?.len())
         };
         let dropped = messages_to_drop(messages, n_ctx, reserve, &mut count)?;
         if dropped > 0 {
@@ -195,7 +195,7 @@ impl Turn<'_> {
                 .context("the chat screen is gone")?;
         }
         let kept = keep(messages, dropped);
-        let tokens = tokenize_prompt(self.engine, &self.format.render(&kept, true)?);
+        let tokens = tokenize_prompt(self.engine, &self.format.render(&kept, true)?)?;
         let base = tokens.len();
         let mut pieces = 0usize;
         let mut first: Option<Instant> = None;

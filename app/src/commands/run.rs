@@ -66,7 +66,7 @@ pub fn run(args: &RunArgs, machine: &MachineArgs, verbose: u8) -> Result<ExitCod
         messages.push(Message::user(prompt));
         (format.render(&messages, true)?, format.stop_strings())
     };
-    let tokens = tokenize_prompt(&engine, &text);
+    let tokens = tokenize_prompt(&engine, &text)?;
     tracing::debug!("prompt ({} tokens): {text:?}", tokens.len());
     let opts = GenOptions {
         stop: opts.stop.iter().cloned().chain(stops).collect(),
@@ -279,8 +279,10 @@ pub fn chat_format(engine: &Engine, choice: &TemplateChoice) -> Result<ChatForma
 
 /// Tokenize a rendered prompt: the template may already start with the BOS
 /// text; otherwise the model's own BOS rule applies.
-#[must_use]
-pub fn tokenize_prompt(engine: &Engine, text: &str) -> Vec<llama_cpp_2::token::LlamaToken> {
+///
+/// # Errors
+/// As [`Engine::tokenize`].
+pub fn tokenize_prompt(engine: &Engine, text: &str) -> Result<Vec<llama_cpp_2::token::LlamaToken>> {
     let (bos, _) = engine.bos_eos();
     let has_bos = !bos.is_empty() && text.starts_with(&bos);
     engine.tokenize(text, !has_bos)

@@ -7,6 +7,7 @@
 //! * [`quant`]: llama.cpp's quantization type choices, to check synthetic models.
 //! * [`backend`]: the one process-wide llama.cpp backend handle.
 //! * [`log`]: llama.cpp's last error lines, for messages about failed loads.
+//! * [`vocab`]: tokenizing through the shim, so a tokenizer that throws is an error.
 
 pub mod accounting;
 pub mod backend;
@@ -16,6 +17,7 @@ pub mod log;
 pub mod params;
 pub mod quant;
 pub mod usage;
+pub mod vocab;
 
 pub use accounting::{breakdown, memory_breakdown};
 pub use error::AccountingError;

@@ -264,9 +264,17 @@ impl Engine {
 
     /// Tokenize text; `add_bos` adds the model's BOS token when it wants one.
     /// Special-token text (`<start_of_turn>`) is parsed as special tokens.
-    #[must_use]
-    pub fn tokenize(&self, text: &str, add_bos: bool) -> Vec<LlamaToken> {
-        self.model.vocab().tokenize(text.as_bytes(), add_bos, true)
+    ///
+    /// # Errors
+    /// llama.cpp's tokenizer throws on this vocabulary (a malformed one: a
+    /// byte with no token), caught by the shim instead of aborting.
+    pub fn tokenize(&self, text: &str, add_bos: bool) -> Result<Vec<LlamaToken>> {
+        Ok(crate::llama::vocab::tokenize(
+            &self.model.vocab(),
+            text.as_bytes(),
+            add_bos,
+            true,
+        )?)
     }
 
     /// The vocabulary text of a token (`<bos>`), empty when it has none.
@@ -458,7 +466,7 @@ impl Session<'_> {
                 }
             }
             out.tokens_generated += 1;
-            let piece = utf8.push(&vocab.token_to_piece(token, false, None));
+            let piece = utf8.push(&crate::llama::vocab::token_to_piece(&vocab, token, false)?);
             let mut stop_now = false;
             match stops.push(&piece) {
                 Matched::Go(text) => {
