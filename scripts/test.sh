@@ -24,8 +24,8 @@ cargo bench -p headroom --bench run_speed
 cargo bench -p headroom --bench fit_speed
 status=0
 cargo test --release --workspace --no-fail-fast || status=$?
-# The fuzz targets for a bounded time each (cargo-fuzz on the stable toolchain); a crash
-# fails. plan_sizes is left out until memory.rs saturates everywhere: its committed seeds
-# still overflow the compute-buffer arithmetic on hostile hyper-parameters (issue #6).
-FUZZ_SECONDS="${FUZZ_SECONDS:-60}" bash scripts/fuzz.sh gguf_header hw_profile || status=$?
+# Every fuzz target for a bounded time each (cargo-fuzz on the stable toolchain): the GGUF
+# header reader, the planner's size arithmetic, the hardware profile and the catalog
+# (TOML); a crash fails.
+FUZZ_SECONDS="${FUZZ_SECONDS:-60}" bash scripts/fuzz.sh gguf_header plan_sizes hw_profile catalog_toml || status=$?
 exit "$status"
