@@ -260,7 +260,7 @@ pub fn corpus() -> Vec<(String, File, Vec<String>)> {
         whole(&h),
         words(&["custom.nested", "nested arrays"]),
     ));
-    let depth = 10_000;
+    let depth = 100_000;
     let mut b = prefix(3, 0, 1);
     put_str(&mut b, "deep");
     b.extend_from_slice(&9u32.to_le_bytes());
@@ -271,7 +271,7 @@ pub fn corpus() -> Vec<(String, File, Vec<String>)> {
     b.extend_from_slice(&0u32.to_le_bytes());
     b.extend_from_slice(&0u64.to_le_bytes());
     out.push((
-        "nested-array-10k-deep".into(),
+        "nested-array-100k-deep".into(),
         raw(b),
         words(&["deep", "nested arrays"]),
     ));
