@@ -45,9 +45,19 @@ fn target_outside(label: &str) -> PathBuf {
     std::env::temp_dir().join(format!("headroom-escape-{}-{label}", std::process::id()))
 }
 
-/// `..` enough times to climb from any cache folder to `/`.
-fn to_root() -> String {
-    "../".repeat(24)
+/// A relative name that climbs from any cache folder (24 times `..`) to
+/// the absolute `target`.
+fn climbing_to(target: &Path) -> String {
+    let rel = target.display().to_string();
+    format!("{}{}", "../".repeat(24), rel.trim_start_matches('/'))
+}
+
+/// The tiny model as the one file of a repository.
+fn tiny_repo() -> Vec<RepoFile> {
+    vec![RepoFile::lfs(
+        "tiny-Q8_0.gguf",
+        Body::Bytes(Arc::new(tiny_q8())),
+    )]
 }
 
 /// Fails unless `run` ended with exit `code` and one `headroom: error:` line
@@ -82,14 +92,7 @@ fn hostile_file_names_from_the_hub_are_refused() {
     let up = target_outside("up-Q4_K_M.gguf");
     let names = [
         // Climbs out of snapshots/<commit>/ to /tmp.
-        (
-            "Q4_K_M",
-            format!(
-                "{}{}",
-                to_root(),
-                up.display().to_string().trim_start_matches('/')
-            ),
-        ),
+        ("Q4_K_M", climbing_to(&up)),
         // Absolute.
         ("Q8_0", abs.display().to_string()),
         // Down, then up and out.
@@ -126,19 +129,9 @@ fn hostile_file_names_from_the_hub_are_refused() {
 fn a_hostile_commit_id_is_refused() {
     let sb = Sandbox::new();
     let out = target_outside("commit");
-    let commit = format!(
-        "{}{}",
-        to_root(),
-        out.display().to_string().trim_start_matches('/')
-    );
+    let commit = climbing_to(&out);
     let server = HfServer::builder()
-        .repo(
-            TINY,
-            vec![RepoFile::lfs(
-                "tiny-Q8_0.gguf",
-                Body::Bytes(Arc::new(tiny_q8())),
-            )],
-        )
+        .repo(TINY, tiny_repo())
         .commit(&commit)
         .start();
     for cmd in ["pull", "plan"] {
@@ -153,15 +146,7 @@ fn a_hostile_commit_id_is_refused() {
 #[test]
 fn names_from_the_command_line_and_the_catalog_stay_inside() {
     let sb = Sandbox::new();
-    let server = HfServer::builder()
-        .repo(
-            TINY,
-            vec![RepoFile::lfs(
-                "tiny-Q8_0.gguf",
-                Body::Bytes(Arc::new(tiny_q8())),
-            )],
-        )
-        .start();
+    let server = HfServer::builder().repo(TINY, tiny_repo()).start();
     let url = server.url();
     for bad in [
         "../../tmp:Q4_K_M",
@@ -177,16 +162,9 @@ fn names_from_the_command_line_and_the_catalog_stay_inside() {
     // A catalog naming files outside its repository.
     let out = target_outside("catalog-Q4_K_M.gguf");
     let catalog = sb.dir.path().join("catalog.toml");
-    for (i, file) in [
-        format!(
-            "{}{}",
-            to_root(),
-            out.display().to_string().trim_start_matches('/')
-        ),
-        out.display().to_string(),
-    ]
-    .iter()
-    .enumerate()
+    for (i, file) in [climbing_to(&out), out.display().to_string()]
+        .iter()
+        .enumerate()
     {
         let text = format!(
             "[[model]]\nid = \"evil\"\nname = \"Evil\"\nfamily = \"Evil\"\nparams_b = 0.1\n\
