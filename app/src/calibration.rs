@@ -96,14 +96,14 @@ pub fn read(dir: &Path) -> Vec<Entry> {
 }
 
 /// Append an entry, keeping the newest [`MAX_ENTRIES`]. The whole file is
-/// rewritten and renamed under a lock ([`crate::atomic::update`]): a failed
+/// rewritten and renamed under a lock ([`crate::files::update`]): a failed
 /// write keeps the old log, and two runs finishing at once both land.
 ///
 /// # Errors
 /// The directory or file cannot be written.
 pub fn append(dir: &Path, entry: &Entry) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    crate::atomic::update(&dir.join(FILE_NAME), |old| {
+    crate::files::update(&dir.join(FILE_NAME), |old| {
         let old = old.map(|b| String::from_utf8_lossy(&b).into_owned());
         // Damaged lines (a log from a crashed older version) are dropped, as `read` skips them.
         let mut entries: Vec<Entry> = old

@@ -164,13 +164,13 @@ fn is_verified(path: &Path, marker: &Path, by_target: bool) -> Result<bool> {
     if let Some(dir) = marker.parent() {
         let _ = fs::create_dir_all(dir);
     }
-    let _ = crate::atomic::write(marker, stamp.as_bytes());
+    let _ = crate::files::write(marker, stamp.as_bytes());
     Ok(true)
 }
 
 fn write_marker(path: &Path, marker: &Path, by_target: bool) -> Result<()> {
     let meta = fs::metadata(path).with_context(|| format!("reading {}", path.display()))?;
-    crate::atomic::write(marker, stamp_of(path, &meta, by_target).as_bytes())
+    crate::files::write(marker, stamp_of(path, &meta, by_target).as_bytes())
 }
 
 /// What the marker records. `by_target` adds the resolved path: the Hugging

@@ -4,13 +4,13 @@
 //! Kept as a library beside the thin `main.rs` so integration tests and
 //! benchmarks can reach the llama.cpp accounting shim and the demo-model cache.
 
-pub mod atomic;
 pub mod calibration;
 pub mod catalog;
 pub mod chat;
 pub mod cli;
 pub mod commands;
 pub mod demo;
+pub mod files;
 pub mod hub;
 pub mod llama;
 pub mod measure;

@@ -35,8 +35,9 @@ pub fn load(path: Option<&Path>) -> anyhow::Result<Catalog> {
     let path = path.map(Path::to_path_buf).or(from_env.map(Into::into));
     match path {
         Some(p) => {
-            let text = std::fs::read_to_string(&p)
-                .map_err(|e| anyhow::anyhow!("{}: cannot read the catalog: {e}", p.display()))?;
+            // The built-in catalog is about 100 KB.
+            let text = crate::files::read_text(&p, 16 << 20, "a catalog")
+                .map_err(|e| anyhow::anyhow!("cannot read the catalog: {e:#}"))?;
             Ok(Catalog::parse(&text, &p.display().to_string())?)
         }
         None => Ok(Catalog::builtin()?),

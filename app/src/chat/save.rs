@@ -133,7 +133,7 @@ pub fn save(chat: &SavedChat, path: &Path) -> Result<()> {
         Format::Markdown => markdown(chat),
         Format::Json => serde_json::to_string_pretty(chat)? + "\n",
     };
-    crate::atomic::write(path, text.as_bytes())
+    crate::files::write(path, text.as_bytes())
 }
 
 /// Read a JSON save.
@@ -147,8 +147,8 @@ pub fn load(path: &Path) -> Result<SavedChat> {
             path.display()
         );
     }
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    // Far above any context a model has; a file that size is not a chat.
+    let text = crate::files::read_text(path, 64 << 20, "a saved chat")?;
     let mut chat: SavedChat = serde_json::from_str(&text)
         .with_context(|| format!("{}: not a headroom chat save", path.display()))?;
     if chat.schema_version > SAVE_SCHEMA_VERSION {

@@ -107,7 +107,7 @@ impl RepoCache {
         check_name(commit)?;
         let dir = self.root.join("refs");
         fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        crate::atomic::write(&dir.join(revision), commit.as_bytes())
+        crate::files::write(&dir.join(revision), commit.as_bytes())
     }
 
     /// The commit `refs/<revision>` names.
@@ -147,7 +147,7 @@ impl RepoCache {
         let path = dir.join(format!("{etag}.lock"));
         // Never through a symlink, and never truncating: File::create on a
         // link planted here would empty whatever file it points at.
-        let file = crate::atomic::open_lock_file(&path)
+        let file = crate::files::open_lock_file(&path)
             .with_context(|| format!("creating {}", path.display()))?;
         let lock = |flags| {
             use std::os::fd::AsRawFd;

@@ -67,7 +67,7 @@ fn is_blob(blob: &Path, size: u64) -> bool {
 /// download appended to (or truncated into) whatever file it points at. A
 /// link found there is removed and the download starts afresh.
 fn open_partial(partial: &Path) -> Result<File> {
-    crate::atomic::open_no_follow(
+    crate::files::open_no_follow(
         partial,
         OpenOptions::new().create(true).read(true).append(true),
     )

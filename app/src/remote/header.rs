@@ -79,7 +79,7 @@ impl HeaderCache {
         if let Some(dir) = path.parent()
             && fs::create_dir_all(dir).is_ok()
         {
-            let _ = crate::atomic::write(&path, bytes);
+            let _ = crate::files::write(&path, bytes);
         }
     }
 
@@ -90,7 +90,7 @@ impl HeaderCache {
         };
         let dir = self.repo_dir(repo).join("refs");
         if fs::create_dir_all(&dir).is_ok() {
-            let _ = crate::atomic::write(&dir.join(revision), commit.as_bytes());
+            let _ = crate::files::write(&dir.join(revision), commit.as_bytes());
         }
     }
 

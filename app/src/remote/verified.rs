@@ -128,7 +128,7 @@ pub fn save(path: &Path, facts: &Facts) -> Result<()> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     let text = serde_json::to_string_pretty(facts)?;
-    crate::atomic::write(path, text.as_bytes())
+    crate::files::write(path, text.as_bytes())
 }
 
 /// The architecture keys of a header, as stored: `general.architecture`,

@@ -221,8 +221,9 @@ impl ChatFormat {
                 }
             }
             TemplateChoice::File(path) => {
-                let src = std::fs::read_to_string(path)
-                    .with_context(|| format!("reading chat template {}", path.display()))?;
+                // Real templates are a few KB; the largest known, under 100 KB.
+                let src = crate::files::read_text(path, 1 << 20, "a chat template")
+                    .context("reading the chat template")?;
                 let shown = path.display().to_string();
                 let engine = jinja(&shown, &src)
                     .with_context(|| format!("parsing chat template {shown}"))?;

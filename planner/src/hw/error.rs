@@ -15,12 +15,14 @@ pub enum HwError {
         reason: String,
     },
     /// A hardware profile could not be read from disk.
-    #[error("cannot read hardware profile {}: {source}", path.display())]
+    // The I/O error is part of the message, not a `source`: printed as a
+    // chain (`{:#}`) it would otherwise appear twice.
+    #[error("cannot read hardware profile {}: {error}", path.display())]
     ProfileRead {
         /// The profile file.
         path: PathBuf,
         /// The underlying I/O error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A hardware profile is not valid TOML or has unknown/mistyped keys.
     #[error("hardware profile {} is malformed: {message}", path.display())]

@@ -190,10 +190,24 @@ struct UnifiedSection {
 /// [`HwError::ProfileParse`] for bad TOML, unknown keys or bad sizes,
 /// [`HwError::ProfileInvalid`] for an impossible machine (free > total…).
 pub fn load_profile(path: &Path) -> Result<HardwareSnapshot, HwError> {
-    let text = std::fs::read_to_string(path).map_err(|source| HwError::ProfileRead {
+    use std::io::Read as _;
+    let read_error = |error| HwError::ProfileRead {
         path: path.to_path_buf(),
-        source,
-    })?;
+        error,
+    };
+    // A profile is a few hundred bytes; reading a stranger's file stops at 1 MiB.
+    const CAP: u64 = 1 << 20;
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .map_err(read_error)?
+        .take(CAP + 1)
+        .read_to_string(&mut text)
+        .map_err(read_error)?;
+    if text.len() as u64 > CAP {
+        return Err(read_error(std::io::Error::other(
+            "larger than 1 MiB, too large for a hardware profile",
+        )));
+    }
     parse_profile(&text, path)
 }
 

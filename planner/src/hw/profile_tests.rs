@@ -163,3 +163,17 @@ fn written_profile_reads_back_to_the_same_machine() {
         assert_eq!(back.unified, original.unified, "{name}");
     }
 }
+
+#[test]
+fn a_profile_is_read_up_to_a_mebibyte() {
+    // An endless source (or a huge stranger's file) is refused, not slurped.
+    let e = load_profile(Path::new("/dev/zero")).expect_err("endless");
+    assert!(
+        matches!(&e, HwError::ProfileRead { .. }) && e.to_string().contains("larger than 1 MiB"),
+        "{e}"
+    );
+    // The message says the I/O error once.
+    let e = load_profile(Path::new("/nonexistent/hw.toml")).expect_err("missing");
+    assert_eq!(e.to_string().matches("os error 2").count(), 1, "{e}");
+    assert!(std::error::Error::source(&e).is_none());
+}

@@ -1,8 +1,13 @@
-//! Files replaced whole or not at all: conversations, the calibration log,
-//! cache markers and refs are written to a temporary file beside the target,
-//! synced, then renamed over it. A full disk, a file-size limit or a crash
-//! leaves the old file as it was (and no temporary file behind, save after a
-//! crash), never a truncated one.
+//! How headroom reads and writes its own and other people's files.
+//!
+//! - Replaced whole or not at all ([`write`], [`update`]): conversations, the
+//!   calibration log, cache markers and refs are written to a temporary file
+//!   beside the target, synced, then renamed over it. A full disk, a
+//!   file-size limit or a crash leaves the old file as it was (and no
+//!   temporary file behind, save after a crash), never a truncated one.
+//! - Never through a planted symlink ([`open_no_follow`]).
+//! - Read with a size cap ([`read_text`]): a catalog, a saved chat or a
+//!   template from somewhere else cannot make headroom allocate without bound.
 //!
 //! Hand-written rather than `tempfile::NamedTempFile::persist`: that creates
 //! its files with mode 0600, so every saved conversation would silently lose
@@ -54,6 +59,52 @@ pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
         let _ = fs::remove_file(&tmp);
         anyhow::Error::new(e).context(format!("writing {}", path.display()))
     })
+}
+
+/// The text of a file read whole, refused (before anything is allocated
+/// for it) when it holds more than `cap` bytes: `what` names it in the
+/// error, as "FILE: 70 MiB is too large for a saved chat (at most 64 MiB)".
+///
+/// # Errors
+/// The file cannot be opened or read, is over `cap`, or is not UTF-8.
+pub fn read_text(path: &Path, cap: u64, what: &str) -> Result<String> {
+    use std::io::Read as _;
+    let file = File::open(path).with_context(|| format!("reading {}", path.display()))?;
+    let too_large = |n: u64| {
+        anyhow::anyhow!(
+            "{}: {} is too large for {what} (at most {})",
+            path.display(),
+            mib(n),
+            mib(cap)
+        )
+    };
+    if let Ok(m) = file.metadata()
+        && m.is_file()
+        && m.len() > cap
+    {
+        return Err(too_large(m.len()));
+    }
+    // Pipes and /proc files report no size: read one byte past the cap at most.
+    let mut bytes = Vec::new();
+    file.take(cap.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("reading {}", path.display()))?;
+    if bytes.len() as u64 > cap {
+        return Err(anyhow::anyhow!(
+            "{}: more than {} is too large for {what}",
+            path.display(),
+            mib(cap)
+        ));
+    }
+    String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("{}: not UTF-8 text", path.display()))
+}
+
+fn mib(n: u64) -> String {
+    if n >= 1 << 20 {
+        format!("{:.1} MiB", n as f64 / f64::from(1 << 20))
+    } else {
+        format!("{n} bytes")
+    }
 }
 
 /// Open `path` with `options` (which must create it when absent), never
@@ -166,6 +217,28 @@ mod tests {
         assert_eq!(fs::read(&outside).expect("read"), b"not yours");
         assert!(!fs::symlink_metadata(&link).expect("stat").is_symlink());
         assert_eq!(fs::read(&link).expect("read"), b"saved");
+    }
+
+    #[test]
+    fn reads_are_capped_before_allocating() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let p = dir.path().join("big.json");
+        fs::write(&p, vec![b'x'; 4097]).expect("write");
+        let e = read_text(&p, 4096, "a saved chat").expect_err("over the cap");
+        let msg = format!("{e:#}");
+        assert!(
+            msg.contains("4097 bytes is too large for a saved chat (at most 4096 bytes)"),
+            "{msg}"
+        );
+        assert_eq!(read_text(&p, 4097, "x").expect("at the cap").len(), 4097);
+        // No size to go by (a FIFO-like source): the take() bound still holds.
+        let e = read_text(Path::new("/dev/zero"), 1024, "a catalog").expect_err("endless");
+        assert!(
+            format!("{e:#}").contains("too large for a catalog"),
+            "{e:#}"
+        );
+        fs::write(&p, [0xffu8, 0xfe]).expect("write");
+        assert!(format!("{:#}", read_text(&p, 10, "x").expect_err("binary")).contains("not UTF-8"));
     }
 
     #[test]
