@@ -28,6 +28,34 @@ use tmux::{Tmux, launch};
 /// distort the latency figures.
 static SERIAL: Mutex<()> = Mutex::new(());
 
+/// What most tests here start from: their turn (one chat at a time), the
+/// model, a temporary folder with the chat's log, and a terminal.
+struct Setup {
+    _serial: std::sync::MutexGuard<'static, ()>,
+    model: PathBuf,
+    dir: tempfile::TempDir,
+    log: PathBuf,
+    tmux: Tmux,
+}
+
+impl Setup {
+    fn new(name: &str) -> Setup {
+        let serial = SERIAL
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let dir = tempfile::tempdir().expect("temp dir");
+        let log = dir.path().join("chat.log");
+        let tmux = Tmux::start(name, &[("HEADROOM_CHAT_LOG", &log)]);
+        Setup {
+            _serial: serial,
+            model: model(),
+            dir,
+            log,
+            tmux,
+        }
+    }
+}
+
 fn model() -> PathBuf {
     if let Some(p) = std::env::var_os("HEADROOM_TEST_MODEL") {
         return PathBuf::from(p);
@@ -293,13 +321,13 @@ fn chat_in_a_real_terminal() {
 
 #[test]
 fn sigterm_restores_the_terminal() {
-    let _serial = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let model = model();
-    let dir = tempfile::tempdir().expect("temp dir");
-    let log = dir.path().join("chat.log");
-    let tmux = Tmux::start("sigterm", &[("HEADROOM_CHAT_LOG", &log)]);
+    let Setup {
+        _serial,
+        model,
+        dir,
+        log,
+        tmux,
+    } = Setup::new("sigterm");
     launch(
         &tmux,
         dir.path(),
@@ -322,13 +350,13 @@ fn sigterm_restores_the_terminal() {
 
 #[test]
 fn a_full_context_drops_the_oldest_turns() {
-    let _serial = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let model = model();
-    let dir = tempfile::tempdir().expect("temp dir");
-    let log = dir.path().join("chat.log");
-    let tmux = Tmux::start("full", &[("HEADROOM_CHAT_LOG", &log)]);
+    let Setup {
+        _serial,
+        model,
+        dir,
+        log,
+        tmux,
+    } = Setup::new("full");
     // 256 tokens of context, replies of exactly 48 tokens: the fourth or
     // fifth message no longer leaves 48 free.
     launch(
@@ -372,13 +400,13 @@ fn a_full_context_drops_the_oldest_turns() {
 
 #[test]
 fn a_closed_terminal_ends_the_chat() {
-    let _serial = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let model = model();
-    let dir = tempfile::tempdir().expect("temp dir");
-    let log = dir.path().join("chat.log");
-    let tmux = Tmux::start("hangup", &[("HEADROOM_CHAT_LOG", &log)]);
+    let Setup {
+        _serial,
+        model,
+        dir,
+        log,
+        tmux,
+    } = Setup::new("hangup");
     launch(
         &tmux,
         dir.path(),
@@ -410,13 +438,13 @@ fn a_closed_terminal_ends_the_chat() {
 /// line, exits 1, and gives the terminal back.
 #[test]
 fn a_load_that_fails_under_a_memory_limit_gives_the_terminal_back() {
-    let _serial = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let model = model();
-    let dir = tempfile::tempdir().expect("temp dir");
-    let log = dir.path().join("chat.log");
-    let tmux = Tmux::start("limit", &[("HEADROOM_CHAT_LOG", &log)]);
+    let Setup {
+        _serial,
+        model,
+        dir,
+        log,
+        tmux,
+    } = Setup::new("limit");
     tmux.wait_for("the shell's prompt", 10, &log, |s| !s.trim().is_empty());
     // The limit in a subshell, so the shell checking the terminal keeps its own.
     let cmd = format!(
