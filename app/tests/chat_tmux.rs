@@ -104,6 +104,17 @@ fn ctx_used(screen: &str) -> usize {
         .unwrap_or(0)
 }
 
+/// Starts a chat at -c 512 and returns its pid (the shell's only child).
+fn chat_at_512(tmux: &Tmux, model: &Path, dir: &Path, log: &Path) -> i32 {
+    launch(tmux, dir, &model.display().to_string(), "-c 512", log);
+    let shell: i32 = tmux.flag("pane_pid").parse().expect("pane pid");
+    let children = children_of(shell);
+    let [pid] = children.as_slice() else {
+        panic!("one child of the shell: {children:?}")
+    };
+    *pid
+}
+
 /// Processes whose parent is `ppid` (from /proc, no procps needed).
 fn children_of(ppid: i32) -> Vec<i32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
@@ -328,21 +339,9 @@ fn sigterm_restores_the_terminal() {
         log,
         tmux,
     } = Setup::new("sigterm");
-    launch(
-        &tmux,
-        dir.path(),
-        &model.display().to_string(),
-        "-c 512",
-        &log,
-    );
-    // The chat is the shell's only child.
-    let shell: i32 = tmux.flag("pane_pid").parse().expect("pane pid");
-    let children = children_of(shell);
-    let [pid] = children.as_slice() else {
-        panic!("one child of the shell: {children:?}")
-    };
+    let pid = chat_at_512(&tmux, &model, dir.path(), &log);
     // SAFETY: kill(2) with a pid we just read and a plain signal number.
-    let rc = unsafe { libc::kill(*pid, libc::SIGTERM) };
+    let rc = unsafe { libc::kill(pid, libc::SIGTERM) };
     assert_eq!(rc, 0, "kill -TERM {pid}");
     let s = assert_restored(&tmux, &log, "143");
     assert!(s.contains("chat ended by a signal"), "{s}");
@@ -407,25 +406,14 @@ fn a_closed_terminal_ends_the_chat() {
         log,
         tmux,
     } = Setup::new("hangup");
-    launch(
-        &tmux,
-        dir.path(),
-        &model.display().to_string(),
-        "-c 512",
-        &log,
-    );
-    let shell: i32 = tmux.flag("pane_pid").parse().expect("pane pid");
-    let children = children_of(shell);
-    let [pid] = children.as_slice() else {
-        panic!("one child of the shell: {children:?}")
-    };
+    let pid = chat_at_512(&tmux, &model, dir.path(), &log);
     // Closing the terminal (the whole tmux server) hangs the chat's tty up.
     drop(tmux);
     let t0 = Instant::now();
     while Path::new(&format!("/proc/{pid}")).exists() {
         if t0.elapsed() > Duration::from_secs(20) {
             // SAFETY: kill(2) on the pid this test started, so it does not outlive the test.
-            unsafe { libc::kill(*pid, libc::SIGKILL) };
+            unsafe { libc::kill(pid, libc::SIGKILL) };
             panic!("the chat (pid {pid}) was still running 20 s after its terminal closed");
         }
         std::thread::sleep(Duration::from_millis(100));
