@@ -14,17 +14,18 @@
 mod demo;
 #[path = "support/hf_server.rs"]
 mod hf_server;
+#[path = "support/sandbox.rs"]
+mod sandbox;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use headroom::demo::{FILE_NAME, HF_REPO, SHA256, SIZE};
 use hf_server::{Body, HfServer, RepoFile};
-use tempfile::TempDir;
+use sandbox::{Run, Sandbox, files_under};
 
 /// The demo repository as the hub has it: the model (LFS) and a README.
 fn demo_repo(model: Body) -> Vec<RepoFile> {
@@ -34,118 +35,34 @@ fn demo_repo(model: Body) -> Vec<RepoFile> {
     ]
 }
 
-/// Temporary caches for one test: headroom's and the hub's.
-struct Sandbox {
-    dir: TempDir,
-}
-
-impl Sandbox {
-    fn new() -> Self {
-        Self {
-            dir: tempfile::tempdir().expect("tempdir"),
-        }
-    }
-
-    fn headroom_cache(&self) -> PathBuf {
-        self.dir.path().join("headroom")
-    }
-
-    fn hub_cache(&self) -> PathBuf {
-        self.dir.path().join("hf").join("hub")
-    }
-
-    fn repo_dir(&self) -> PathBuf {
-        self.hub_cache()
-            .join("models--hugginllam--gemma-3-270m-Q4_K_M-GGUF")
-    }
-
+/// `headroom demo-model` in a [`Sandbox`], with pip pointed at a closed port.
+trait DemoModel {
     /// `headroom demo-model` with only the test's caches, hub and pip index.
+    fn demo_model(&self, endpoint: &str, extra_env: &[(&str, &str)]) -> Run;
+    /// The demo repository's folder in the hub cache.
+    fn demo_repo_dir(&self) -> PathBuf;
+    /// Every file under it, relative to it.
+    fn hub_files(&self) -> Vec<String>;
+}
+
+impl DemoModel for Sandbox {
     fn demo_model(&self, endpoint: &str, extra_env: &[(&str, &str)]) -> Run {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_headroom"));
-        cmd.arg("demo-model")
-            .env("HEADROOM_CACHE_DIR", self.headroom_cache())
-            .env("HF_HOME", self.dir.path().join("hf"))
-            .env("HF_HUB_CACHE", self.hub_cache())
-            .env("HF_ENDPOINT", endpoint)
-            .env("PIP_INDEX_URL", "http://127.0.0.1:1/simple")
-            .env("PIP_NO_CACHE_DIR", "1")
-            .env("PIP_RETRIES", "0")
-            .env("PIP_CONFIG_FILE", "/dev/null")
-            .env("NO_PROXY", "127.0.0.1,localhost")
-            .env("no_proxy", "127.0.0.1,localhost");
-        for var in [
-            "HF_TOKEN",
-            "HUGGING_FACE_HUB_TOKEN",
-            "HF_TOKEN_PATH",
-            "HF_HUB_OFFLINE",
-            "TRANSFORMERS_OFFLINE",
-            "HF_HUB_DISABLE_IMPLICIT_TOKEN",
-            "HUGGINGFACE_HUB_CACHE",
-            "PIP_FIND_LINKS",
-            "PIP_EXTRA_INDEX_URL",
-            "RUST_LOG",
-            "HTTP_PROXY",
-            "HTTPS_PROXY",
-            "ALL_PROXY",
-            "http_proxy",
-            "https_proxy",
-            "all_proxy",
-        ] {
-            cmd.env_remove(var);
-        }
-        for (k, v) in extra_env {
-            cmd.env(k, v);
-        }
-        let started = Instant::now();
-        let out = cmd.output().expect("run headroom demo-model");
-        Run {
-            code: out.status.code(),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-            took: started.elapsed(),
-        }
+        let mut env = vec![
+            ("PIP_INDEX_URL", "http://127.0.0.1:1/simple"),
+            ("PIP_NO_CACHE_DIR", "1"),
+            ("PIP_RETRIES", "0"),
+            ("PIP_CONFIG_FILE", "/dev/null"),
+        ];
+        env.extend_from_slice(extra_env);
+        self.run(endpoint, &["demo-model"], &env)
     }
 
-    /// Every file under the hub cache's repository folder, relative to it.
+    fn demo_repo_dir(&self) -> PathBuf {
+        self.repo_dir(HF_REPO)
+    }
+
     fn hub_files(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        let mut stack = vec![self.repo_dir()];
-        while let Some(dir) = stack.pop() {
-            let Ok(entries) = std::fs::read_dir(&dir) else {
-                continue;
-            };
-            for e in entries.flatten() {
-                let p = e.path();
-                if p.is_dir() && !p.is_symlink() {
-                    stack.push(p);
-                } else if let Ok(rel) = p.strip_prefix(self.repo_dir()) {
-                    out.push(rel.display().to_string());
-                }
-            }
-        }
-        out.sort();
-        out
-    }
-}
-
-#[derive(Debug)]
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-    took: Duration,
-}
-
-impl Run {
-    /// The one `headroom: error:` line; fails when there is not exactly one.
-    fn error_line(&self) -> &str {
-        let errors: Vec<&str> = self
-            .stderr
-            .lines()
-            .filter(|l| l.starts_with("headroom: error:"))
-            .collect();
-        assert_eq!(errors.len(), 1, "one error line expected:\n{}", self.stderr);
-        errors[0]
+        files_under(&self.demo_repo_dir())
     }
 }
 
@@ -174,16 +91,16 @@ fn downloads_into_the_hub_cache_then_uses_the_cache() {
     assert_eq!(first.code, Some(0), "{first:?}");
     let printed = PathBuf::from(first.stdout.trim());
     let snapshot = sb
-        .repo_dir()
+        .demo_repo_dir()
         .join("snapshots")
         .join(server.commit())
         .join(FILE_NAME);
     assert_eq!(printed, snapshot, "the path is the hub cache's snapshot");
-    let blob = sb.repo_dir().join("blobs").join(SHA256);
+    let blob = sb.demo_repo_dir().join("blobs").join(SHA256);
     assert_eq!(std::fs::canonicalize(&printed).ok(), Some(blob.clone()));
     assert_eq!(std::fs::metadata(&blob).map(|m| m.len()).ok(), Some(SIZE));
     assert_eq!(
-        std::fs::read_to_string(sb.repo_dir().join("refs/main")).ok(),
+        std::fs::read_to_string(sb.demo_repo_dir().join("refs/main")).ok(),
         Some(server.commit().to_string())
     );
     assert!(
@@ -293,13 +210,13 @@ fn a_corrupt_copy_the_user_already_had_is_left_alone() {
         .start();
     let sb = Sandbox::new();
     // A cache as another tool left it: ref, blob, snapshot link.
-    let blob = sb.repo_dir().join("blobs").join(SHA256);
-    let snap_dir = sb.repo_dir().join("snapshots").join(server.commit());
+    let blob = sb.demo_repo_dir().join("blobs").join(SHA256);
+    let snap_dir = sb.demo_repo_dir().join("snapshots").join(server.commit());
     std::fs::create_dir_all(blob.parent().expect("blobs dir")).expect("mkdir");
     std::fs::create_dir_all(&snap_dir).expect("mkdir");
-    std::fs::create_dir_all(sb.repo_dir().join("refs")).expect("mkdir");
+    std::fs::create_dir_all(sb.demo_repo_dir().join("refs")).expect("mkdir");
     std::fs::write(&blob, b"not the model").expect("write blob");
-    std::fs::write(sb.repo_dir().join("refs/main"), server.commit()).expect("write ref");
+    std::fs::write(sb.demo_repo_dir().join("refs/main"), server.commit()).expect("write ref");
     std::os::unix::fs::symlink(
         Path::new("../../blobs").join(SHA256),
         snap_dir.join(FILE_NAME),
