@@ -17,6 +17,8 @@ mod curve;
 mod hostile;
 #[path = "cli/hw.rs"]
 mod hw;
+#[path = "support/json.rs"]
+mod json;
 #[path = "cli/plan.rs"]
 mod plan;
 #[path = "cli/quant.rs"]

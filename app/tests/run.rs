@@ -18,6 +18,8 @@ mod corpus;
 mod hostile;
 #[path = "run/interrupt.rs"]
 mod interrupt;
+#[path = "support/json.rs"]
+mod json;
 #[path = "run/memory.rs"]
 mod memory;
 #[path = "run/output.rs"]

@@ -233,26 +233,7 @@ pub fn assert_one_line(out: &Output, code: i32, prefix: &str, needles: &[&str], 
     }
 }
 
-/// The unsigned integer at a JSON pointer.
-pub fn u64_at(v: &Value, ptr: &str) -> u64 {
-    v.pointer(ptr)
-        .and_then(Value::as_u64)
-        .unwrap_or_else(|| panic!("{ptr} is not an unsigned integer in {v:#}"))
-}
-
-/// The number at a JSON pointer.
-pub fn f64_at(v: &Value, ptr: &str) -> f64 {
-    v.pointer(ptr)
-        .and_then(Value::as_f64)
-        .unwrap_or_else(|| panic!("{ptr} is not a number in {v:#}"))
-}
-
-/// The string at a JSON pointer.
-pub fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
-    v.pointer(ptr)
-        .and_then(Value::as_str)
-        .unwrap_or_else(|| panic!("{ptr} is not a string in {v:#}"))
-}
+pub use crate::json::{f64_at, str_at, u64_at};
 
 /// The text `run` prints without `--json` for a generation whose `--json`
 /// text is `text`: the text, and a newline when it does not end with one.
