@@ -591,14 +591,47 @@ pub fn init_logging(verbose: u8) {
     use tracing_subscriber::util::SubscriberInitExt as _;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let print = tracing_subscriber::fmt::layer()
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let layer = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
-        .with_filter(Recheck(filter));
+        .with_ansi(ansi);
+    // By default only warnings get through: they read like headroom's other
+    // lines. With -v, the full log format (time, level, target).
+    let print = if verbose == 0 && std::env::var_os("RUST_LOG").is_none() {
+        layer
+            .event_format(AsWarning)
+            .with_filter(Recheck(filter))
+            .boxed()
+    } else {
+        layer.with_filter(Recheck(filter)).boxed()
+    };
     let _ = tracing_subscriber::registry()
         .with(print)
         .with(crate::llama::log::Capture)
         .try_init();
     llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default());
+}
+
+/// Formats a log event as `headroom: warning: MESSAGE`, like headroom's own
+/// warnings, for the default level (where only warnings are shown). Not
+/// `headroom: error:`: that line is the one fatal error, printed by `main`.
+struct AsWarning;
+
+impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for AsWarning
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        write!(writer, "headroom: warning: ")?;
+        ctx.field_format().format_fields(writer.by_ref(), event)?;
+        writeln!(writer)
+    }
 }
 
 /// An [`EnvFilter`](tracing_subscriber::EnvFilter) asked again for every
