@@ -69,7 +69,8 @@ pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
 /// The file cannot be opened or read, is over `cap`, or is not UTF-8.
 pub fn read_text(path: &Path, cap: u64, what: &str) -> Result<String> {
     use std::io::Read as _;
-    let file = File::open(path).with_context(|| format!("reading {}", path.display()))?;
+    // The caller says what the file is ("reading chat template: PATH: …").
+    let file = File::open(path).with_context(|| path.display().to_string())?;
     let too_large = |n: u64| {
         anyhow::anyhow!(
             "{}: {} is too large for {what} (at most {})",
@@ -88,7 +89,7 @@ pub fn read_text(path: &Path, cap: u64, what: &str) -> Result<String> {
     let mut bytes = Vec::new();
     file.take(cap.saturating_add(1))
         .read_to_end(&mut bytes)
-        .with_context(|| format!("reading {}", path.display()))?;
+        .with_context(|| path.display().to_string())?;
     if bytes.len() as u64 > cap {
         return Err(anyhow::anyhow!(
             "{}: more than {} is too large for {what}",

@@ -148,7 +148,8 @@ pub fn load(path: &Path) -> Result<SavedChat> {
         );
     }
     // Far above any context a model has; a file that size is not a chat.
-    let text = crate::files::read_text(path, 64 << 20, "a saved chat")?;
+    let text =
+        crate::files::read_text(path, 64 << 20, "a saved chat").context("reading a saved chat")?;
     let mut chat: SavedChat = serde_json::from_str(&text)
         .with_context(|| format!("{}: not a headroom chat save", path.display()))?;
     if chat.schema_version > SAVE_SCHEMA_VERSION {

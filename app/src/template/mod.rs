@@ -223,7 +223,7 @@ impl ChatFormat {
             TemplateChoice::File(path) => {
                 // Real templates are a few KB; the largest known, under 100 KB.
                 let src = crate::files::read_text(path, 1 << 20, "a chat template")
-                    .context("reading the chat template")?;
+                    .context("reading chat template")?;
                 let shown = path.display().to_string();
                 let engine = jinja(&shown, &src)
                     .with_context(|| format!("parsing chat template {shown}"))?;
