@@ -7,6 +7,8 @@
 //! Run with `cargo test --release -p headroom --test cli` (the release
 //! profile shares llama.cpp's build with the other tests).
 
+#[path = "support/checks.rs"]
+mod checks;
 #[path = "cli/common.rs"]
 mod common;
 #[path = "cli/corpus.rs"]
@@ -17,8 +19,6 @@ mod curve;
 mod hostile;
 #[path = "cli/hw.rs"]
 mod hw;
-#[path = "support/json.rs"]
-mod json;
 #[path = "cli/plan.rs"]
 mod plan;
 #[path = "cli/quant.rs"]

@@ -12,14 +12,14 @@
 
 #[path = "run/calibration.rs"]
 mod calibration;
+#[path = "support/checks.rs"]
+mod checks;
 #[path = "cli/corpus.rs"]
 mod corpus;
 #[path = "run/hostile.rs"]
 mod hostile;
 #[path = "run/interrupt.rs"]
 mod interrupt;
-#[path = "support/json.rs"]
-mod json;
 #[path = "run/memory.rs"]
 mod memory;
 #[path = "run/output.rs"]

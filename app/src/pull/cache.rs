@@ -134,6 +134,19 @@ impl RepoCache {
         out
     }
 
+    /// [`Self::snapshot_files`] as a listing, like the hub's (no sha256).
+    #[must_use]
+    pub fn snapshot_listing(&self, commit: &str) -> Vec<crate::remote::RemoteFile> {
+        self.snapshot_files(commit)
+            .into_iter()
+            .map(|(path, size)| crate::remote::RemoteFile {
+                path,
+                size,
+                sha256: None,
+            })
+            .collect()
+    }
+
     /// Take the cache's lock for blob `etag` (the lock `hf-hub` and the
     /// Python client take), waiting for another download of the same file
     /// to finish. Released when the returned file is dropped.

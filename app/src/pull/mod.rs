@@ -160,15 +160,7 @@ pub fn resolve_cached(
     };
     let rc = RepoCache::new(env, &model.repo);
     if let Some(commit) = rc.read_ref("main") {
-        let files: Vec<RemoteFile> = rc
-            .snapshot_files(&commit)
-            .into_iter()
-            .map(|(path, size)| RemoteFile {
-                path,
-                size,
-                sha256: None,
-            })
-            .collect();
+        let files = rc.snapshot_listing(&commit);
         let all = choose::candidates(&files);
         if has_match(model, &all) {
             let mut read = |c: &Candidate| -> Result<ModelProfile> {
@@ -304,15 +296,7 @@ pub fn downloaded(model: &HubRef) -> Result<PathBuf> {
     let env = HubEnv::from_env()?;
     let rc = RepoCache::new(&env, &model.repo);
     let commit = rc.read_ref("main").unwrap_or_default();
-    let files: Vec<RemoteFile> = rc
-        .snapshot_files(&commit)
-        .into_iter()
-        .map(|(path, size)| RemoteFile {
-            path,
-            size,
-            sha256: None,
-        })
-        .collect();
+    let files = rc.snapshot_listing(&commit);
     let cands = choose::candidates(&files);
     let path_of = |c: &Candidate| rc.snapshot(&commit, c.first());
     let not_here = || {

@@ -86,50 +86,15 @@ where
     })
 }
 
-pub use crate::json::{arr_at, f64_at, str_at, u64_at};
+pub use crate::checks::{arr_at, f64_at, str_at, u64_at};
 
-/// The failure contract: exit `code`, nothing on stdout, and stderr exactly
-/// one line `headroom: error: …` (plus its newline) that contains every one
-/// of `needles` (case-insensitive), with no panic anywhere.
+/// The failure contract for `headroom: error:` lines ([`crate::checks::assert_one_line`]).
 pub fn assert_one_line_error(out: &Output, code: i32, needles: &[&str], what: &str) {
-    assert_eq!(
-        out.code,
-        Some(code),
-        "{what}: exit code; stderr: {:?}",
-        out.stderr
+    crate::checks::assert_one_line(
+        (out.code, &out.stdout, &out.stderr),
+        code,
+        "headroom: error: ",
+        needles,
+        what,
     );
-    assert!(
-        !out.stderr.contains("panicked") && !out.stdout.contains("panicked"),
-        "{what}: panicked: {}",
-        out.stderr
-    );
-    assert!(
-        out.stdout.is_empty(),
-        "{what}: printed to stdout: {:?}",
-        out.stdout
-    );
-    assert!(
-        out.stderr.starts_with("headroom: error: "),
-        "{what}: stderr does not start with 'headroom: error: ': {:?}",
-        out.stderr
-    );
-    assert!(
-        out.stderr.ends_with('\n'),
-        "{what}: stderr does not end with a newline: {:?}",
-        out.stderr
-    );
-    assert_eq!(
-        out.stderr.matches('\n').count(),
-        1,
-        "{what}: stderr is not one line: {:?}",
-        out.stderr
-    );
-    let lower = out.stderr.to_lowercase();
-    for n in needles {
-        assert!(
-            lower.contains(&n.to_lowercase()),
-            "{what}: stderr does not mention {n:?}: {:?}",
-            out.stderr
-        );
-    }
 }

@@ -192,48 +192,18 @@ pub fn wait_within(child: &mut Child, limit: Duration, what: &str) -> ExitStatus
     }
 }
 
-/// The failure contract: exit `code`, nothing on stdout, no panic, and stderr
-/// exactly one line starting with `prefix` that contains each of `needles`
-/// (case-insensitive).
+/// The failure contract ([`crate::checks::assert_one_line`]).
 pub fn assert_one_line(out: &Output, code: i32, prefix: &str, needles: &[&str], what: &str) {
-    assert_eq!(
-        out.code,
-        Some(code),
-        "{what}: exit code; stderr: {:?}",
-        out.stderr
+    crate::checks::assert_one_line(
+        (out.code, &out.stdout, &out.stderr),
+        code,
+        prefix,
+        needles,
+        what,
     );
-    assert!(
-        !out.stderr.contains("panicked"),
-        "{what}: panicked: {}",
-        out.stderr
-    );
-    assert!(
-        out.stdout.is_empty(),
-        "{what}: printed to stdout: {:?}",
-        out.stdout
-    );
-    assert!(
-        out.stderr.starts_with(prefix) && out.stderr.ends_with('\n'),
-        "{what}: stderr is not a line starting {prefix:?}: {:?}",
-        out.stderr
-    );
-    assert_eq!(
-        out.stderr.matches('\n').count(),
-        1,
-        "{what}: stderr is not one line: {:?}",
-        out.stderr
-    );
-    let lower = out.stderr.to_lowercase();
-    for n in needles {
-        assert!(
-            lower.contains(&n.to_lowercase()),
-            "{what}: stderr does not mention {n:?}: {:?}",
-            out.stderr
-        );
-    }
 }
 
-pub use crate::json::{f64_at, str_at, u64_at};
+pub use crate::checks::{f64_at, str_at, u64_at};
 
 /// The text `run` prints without `--json` for a generation whose `--json`
 /// text is `text`: the text, and a newline when it does not end with one.
