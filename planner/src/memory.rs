@@ -483,48 +483,113 @@ fn cuda_alloc_bytes(t: &Tensor) -> u64 {
     pad(bytes, 128)
 }
 
-/// Estimate allocation and residency for one placement and context.
-#[must_use]
-pub fn estimate(
-    p: &ModelProfile,
-    settings: &Settings,
-    ctx: &Context,
-    placement: &Placement,
-    m: &MachineSpec,
-) -> Estimate {
-    let n_layer = p.n_layer;
-    let n_gpu = m.gpus.len();
-    let uses_gpu = n_gpu > 0 && placement.n_gpu_layers > 0;
-    // A CUDA build puts the CUDA_Host buffer type ahead of the CPU's extra types,
-    // and with mmap such weights land in plain CPU memory: no repacking when a GPU
-    // backend is present (`make_cpu_buft_list`, `llama-model-loader.cpp:1271`).
-    let repack_active = settings.repack && n_gpu == 0;
+/// Which device runs each stage of the graph for one placement: what every
+/// piece of the estimate needs to agree on, computed once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Layout {
+    /// GPUs of the machine (a split longer than this has no device behind
+    /// its extra shares: their layers' buffers stay on the CPU).
+    n_gpu: usize,
+    /// Some layer is offloaded: llama.cpp then uses the pinned `CUDA_Host`
+    /// buffer for the CPU's compute and maps the CUDA runtime.
+    uses_gpu: bool,
+    /// The GPU of the output layer (`None`: the CPU).
+    out_dev: Option<usize>,
+    /// Repeating layers on each share of the split.
+    layers_gpu: Vec<u32>,
+    /// Repeating layers left on the CPU.
+    cpu_layers: u32,
+}
 
-    let mut cpu_plain = 0u64;
-    let mut cpu_repack = 0u64;
-    // File range [first, last) of the weights in the plain CPU buffer: with mmap that
-    // range stays mapped (and populated) after the load (`unmap_fragment`).
-    let mut map_lo = u64::MAX;
-    let mut map_hi = 0u64;
-    let mut gpu_weights = vec![0u64; n_gpu];
-    let mut cpu_active = 0u64;
-    let mut gpu_active = vec![0u64; n_gpu];
+impl Layout {
+    fn new(p: &ModelProfile, placement: &Placement, m: &MachineSpec) -> Self {
+        let n_gpu = m.gpus.len();
+        let layers_gpu = placement.layers_per_gpu(p.n_layer);
+        let cpu_layers = p.n_layer - layers_gpu.iter().sum::<u32>();
+        Self {
+            n_gpu,
+            uses_gpu: n_gpu > 0 && placement.n_gpu_layers > 0,
+            out_dev: placement.device_of(p.n_layer, p.n_layer),
+            layers_gpu,
+            cpu_layers,
+        }
+    }
+}
+
+/// Where the weights land: bytes per buffer, the file range the CPU maps, and
+/// the bytes each device reads per generated token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Weights {
+    /// The plain `CPU` buffer (each tensor padded to the CPU buffer's 32 bytes).
+    cpu_plain: u64,
+    /// The `CPU_REPACK` buffer (repacked weights, a tied output counted again).
+    cpu_repack: u64,
+    /// File range `[map_lo, map_hi)` of the weights in the plain CPU buffer:
+    /// with mmap that range stays mapped (and populated) after the load
+    /// (`unmap_fragment`). `map_lo > map_hi` when there are none.
+    map_lo: u64,
+    /// End of that range.
+    map_hi: u64,
+    /// Each GPU's weights buffer (`CUDA<g>`), CUDA's padding included.
+    gpu: Vec<u64>,
+    /// Weight bytes the CPU reads per token (routed experts by their share).
+    cpu_active: u64,
+    /// Weight bytes each GPU reads per token.
+    gpu_active: Vec<u64>,
+}
+
+impl Weights {
+    /// Bytes of the file that stay mapped: the plain CPU weights' span, with mmap.
+    fn mapped_bytes(&self, mmap: bool) -> u64 {
+        if mmap && self.map_hi > self.map_lo {
+            self.map_hi - self.map_lo
+        } else {
+            0
+        }
+    }
+}
+
+/// Weights placement: which tensor's bytes land in which device's buffer
+/// (`llama-model.cpp` `load_tensors`). A repeating layer's tensors go to the
+/// layer's device, except the experts of the first `n_cpu_moe` layers
+/// (`--n-cpu-moe`); the output matrix and the other global tensors go with the
+/// output layer; the token embedding always stays on the CPU. On the CPU a
+/// tensor is repacked (`CPU_REPACK`) when the build's rules take it and no GPU
+/// backend is present, else it is held in the plain `CPU` buffer.
+fn place_weights(
+    p: &ModelProfile,
+    placement: &Placement,
+    lay: &Layout,
+    m: &MachineSpec,
+    repack_active: bool,
+) -> Weights {
+    let n_gpu = lay.n_gpu;
+    let out_dev = lay.out_dev;
+    let mut w = Weights {
+        cpu_plain: 0,
+        cpu_repack: 0,
+        map_lo: u64::MAX,
+        map_hi: 0,
+        gpu: vec![0; n_gpu],
+        cpu_active: 0,
+        gpu_active: vec![0; n_gpu],
+    };
     let mut place = |t: &Tensor, dev: Option<usize>, active_share: f64| {
         let active = (t.bytes as f64 * active_share) as u64;
         match dev {
             Some(g) if g < n_gpu => {
-                gpu_weights[g] = sum([gpu_weights[g], cuda_alloc_bytes(t)]);
-                gpu_active[g] = sum([gpu_active[g], active]);
+                w.gpu[g] = sum([w.gpu[g], cuda_alloc_bytes(t)]);
+                w.gpu_active[g] = sum([w.gpu_active[g], active]);
             }
             _ => {
                 if repack_active && m.repack.repacks(t) {
-                    cpu_repack = sum([cpu_repack, t.bytes]);
+                    w.cpu_repack = sum([w.cpu_repack, t.bytes]);
                 } else {
-                    cpu_plain = sum([cpu_plain, pad(t.bytes, 32)]);
-                    map_lo = map_lo.min(t.offset);
-                    map_hi = map_hi.max(sum([t.offset, t.bytes]));
+                    w.cpu_plain = sum([w.cpu_plain, pad(t.bytes, 32)]);
+                    w.map_lo = w.map_lo.min(t.offset);
+                    w.map_hi = w.map_hi.max(sum([t.offset, t.bytes]));
                 }
-                cpu_active = sum([cpu_active, active]);
+                w.cpu_active = sum([w.cpu_active, active]);
             }
         }
     };
@@ -533,7 +598,7 @@ pub fn estimate(
         .map_or(1.0, |e| f64::from(e.used) / f64::from(e.count.max(1)));
     for (il, layer) in p.layers.iter().enumerate() {
         let il = il as u32;
-        let dev = placement.device_of(n_layer, il);
+        let dev = placement.device_of(p.n_layer, il);
         for t in &layer.tensors {
             let expert = t.is_expert();
             let d = if expert && il < placement.n_cpu_moe {
@@ -544,7 +609,6 @@ pub fn estimate(
             place(t, d, if expert { expert_share } else { 1.0 });
         }
     }
-    let out_dev = placement.device_of(n_layer, n_layer);
     // The input layer (token embedding) always stays on the CPU; the logits read the
     // output matrix, or the tied embedding when there is none.
     if let Some(t) = &p.token_embd {
@@ -561,9 +625,9 @@ pub fn estimate(
         if let Some(t) = &p.token_embd
             && let Some(g) = out_dev
         {
-            gpu_weights[g] = sum([gpu_weights[g], cuda_alloc_bytes(t)]);
-            gpu_active[g] = sum([gpu_active[g], t.bytes]);
-            cpu_active -= t.bytes.min(cpu_active);
+            w.gpu[g] = sum([w.gpu[g], cuda_alloc_bytes(t)]);
+            w.gpu_active[g] = sum([w.gpu_active[g], t.bytes]);
+            w.cpu_active -= t.bytes.min(w.cpu_active);
         }
     }
 
@@ -583,28 +647,67 @@ pub fn estimate(
         }
         _ => 0,
     };
-    cpu_repack = sum([cpu_repack, tied_repack]);
+    w.cpu_repack = sum([w.cpu_repack, tied_repack]);
+    w
+}
 
-    // KV cache: each layer's cache on that layer's device (offload_kqv on).
-    let mut cpu_kv = 0u64;
-    let mut gpu_kv = vec![0u64; n_gpu];
+/// KV cache bytes on each device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct KvCache {
+    /// In the CPU buffer.
+    cpu: u64,
+    /// In each GPU's buffer.
+    gpu: Vec<u64>,
+}
+
+/// KV cache per device: each layer's cache (or recurrent state) on that
+/// layer's device, as llama.cpp does with `offload_kqv` on (its default);
+/// the output layer has none.
+fn kv_per_device(p: &ModelProfile, ctx: &Context, placement: &Placement, lay: &Layout) -> KvCache {
+    let mut kv = KvCache {
+        cpu: 0,
+        gpu: vec![0; lay.n_gpu],
+    };
     for il in 0..p.layers.len() {
         let b = kv_bytes_layer(p, ctx, il);
-        match placement.device_of(n_layer, il as u32) {
-            Some(g) if g < n_gpu => gpu_kv[g] = sum([gpu_kv[g], b]),
-            _ => cpu_kv = sum([cpu_kv, b]),
+        match placement.device_of(p.n_layer, il as u32) {
+            Some(g) if g < lay.n_gpu => kv.gpu[g] = sum([kv.gpu[g], b]),
+            _ => kv.cpu = sum([kv.cpu, b]),
         }
     }
+    kv
+}
 
-    // Compute buffers.
+/// Compute buffers and the other per-context host buffers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ComputeBuffers {
+    /// The CPU's compute buffer as llama.cpp allocates it (`CPU`, or
+    /// `CUDA_Host` when a GPU is used).
+    cpu: u64,
+    /// The part of it a real batch touches (resident).
+    cpu_touched: u64,
+    /// Each GPU's compute buffer.
+    gpu: Vec<u64>,
+    /// The host output buffer: logits for `n_seq` outputs at start (not in
+    /// llama.cpp's breakdown).
+    output: u64,
+    /// The CPU's work buffer (`ggml_graph_plan`), outside every llama.cpp buffer.
+    work: u64,
+}
+
+/// Compute buffers per device (`sched_reserve`): every device that runs a
+/// stage holds the graph inputs and its largest stage; the output stage (last
+/// layer's residual tensors and the logits) lands on the output layer's
+/// device. A CPU without layers still holds the inputs when a GPU is used.
+fn compute_buffers(p: &ModelProfile, ctx: &Context, lay: &Layout) -> ComputeBuffers {
     let c = compute_parts(p, ctx);
-    let layers_gpu = placement.layers_per_gpu(n_layer);
-    let cpu_layers = n_layer - layers_gpu.iter().sum::<u32>();
+    let uses_gpu = lay.uses_gpu;
+    let out_dev = lay.out_dev;
     // The output stage: the last layer's residual tensors and the logits.
     let output_stage = sum([product([3, c.et4]), c.logits]);
-    let cpu_compute_alloc = if uses_gpu {
+    let cpu = if uses_gpu {
         let mut b = c.inputs;
-        if cpu_layers > 0 {
+        if lay.cpu_layers > 0 {
             b = sum([b, c.layer_peak]);
         }
         if out_dev.is_none() {
@@ -614,9 +717,9 @@ pub fn estimate(
     } else {
         sum([c.inputs, c.layer_peak.max(output_stage)])
     };
-    let gpu_compute: Vec<u64> = (0..n_gpu)
+    let gpu = (0..lay.n_gpu)
         .map(|g| {
-            if layers_gpu.get(g).copied().unwrap_or(0) == 0 && out_dev != Some(g) {
+            if lay.layers_gpu.get(g).copied().unwrap_or(0) == 0 && out_dev != Some(g) {
                 return 0;
             }
             let b = sum([c.inputs, c.layer_peak]);
@@ -627,21 +730,10 @@ pub fn estimate(
             }
         })
         .collect();
-    // The host output buffer (logits for n_seq outputs at start; not in llama.cpp's breakdown).
-    let output_buf = product([p.n_vocab, u64::from(ctx.n_seq), 4]);
-
-    // Residency: what RAM really holds at the peak.
-    let mapped_bytes = if settings.mmap && map_hi > map_lo {
-        map_hi - map_lo
-    } else {
-        0
-    };
-    let vocab_overhead = product([p.n_vocab, overhead::PER_TOKEN]);
-    let cuda_host = if uses_gpu { overhead::CUDA_HOST } else { 0 };
-    let base = sum([overhead::CPU_BASE, vocab_overhead, cuda_host]);
     // The compute buffer is touched only as far as a real batch reaches: the
     // activations of a full ubatch, and one logits row per sequence.
-    let cpu_compute_touched = if cpu_layers > 0 || !uses_gpu {
+    let cpu_runs_layers = lay.cpu_layers > 0 || !uses_gpu;
+    let cpu_touched = if cpu_runs_layers {
         sum([c.inputs, c.layer_peak])
     } else {
         c.inputs
@@ -649,75 +741,141 @@ pub fn estimate(
     // Without flash attention the CPU converts the whole KQ matrix to f16 in its work
     // buffer (`ggml_graph_plan`): half the KQ tensor, outside every llama.cpp buffer.
     let n_head = u64::from(p.n_head.iter().copied().max().unwrap_or(0));
-    let work_buf = if !ctx.flash_attn && (cpu_layers > 0 || !uses_gpu) {
+    let work = if !ctx.flash_attn && cpu_runs_layers {
         product([u64::from(ctx.n_ctx_seq), u64::from(ctx.n_tokens), n_head, 2])
     } else {
         0
     };
-    let cpu_plain_anon = if settings.mmap { 0 } else { cpu_plain };
-    let anonymous_bytes = sum([
-        cpu_repack,
+    ComputeBuffers {
+        cpu,
+        cpu_touched: cpu_touched.min(cpu),
+        gpu,
+        output: product([p.n_vocab, u64::from(ctx.n_seq), 4]),
+        work,
+    }
+}
+
+/// What the process holds, in the two views the module docs keep apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Residency {
+    /// Our baseline (runtime, tokenizer tables, CUDA host runtime): resident.
+    base: u64,
+    /// Resident anonymous bytes at the peak.
+    anonymous: u64,
+    /// Resident file-mapped bytes at the peak.
+    mapped: u64,
+    /// Mapped bytes read on every token.
+    mapped_working: u64,
+    /// Allocated (virtual) bytes, what `RLIMIT_AS`/`RLIMIT_DATA` count.
+    allocated: u64,
+}
+
+/// Process residency: which host bytes are anonymous (repacked weights, plain
+/// weights read without mmap, the CPU's KV cache, the touched part of the
+/// compute buffers, our baseline) and which are file-mapped (the plain CPU
+/// weights' span, with mmap); and the allocated total process limits count,
+/// the whole file mapping and the untouched compute buffer included.
+fn residency(
+    p: &ModelProfile,
+    settings: &Settings,
+    m: &MachineSpec,
+    lay: &Layout,
+    w: &Weights,
+    kv: &KvCache,
+    c: &ComputeBuffers,
+) -> Residency {
+    let mapped = w.mapped_bytes(settings.mmap);
+    let vocab_overhead = product([p.n_vocab, overhead::PER_TOKEN]);
+    let cuda_host = if lay.uses_gpu { overhead::CUDA_HOST } else { 0 };
+    let base = sum([overhead::CPU_BASE, vocab_overhead, cuda_host]);
+    let cpu_plain_anon = if settings.mmap { 0 } else { w.cpu_plain };
+    let anonymous = sum([
+        w.cpu_repack,
         cpu_plain_anon,
-        cpu_kv,
-        cpu_compute_touched.min(cpu_compute_alloc),
-        work_buf,
-        output_buf,
+        kv.cpu,
+        c.cpu_touched,
+        c.work,
+        c.output,
         base,
     ]);
-
     let threads = u64::from(m.threads.max(1));
-    let allocated_bytes = sum([
+    let allocated = sum([
         p.file_bytes(),
-        cpu_repack,
+        w.cpu_repack,
         cpu_plain_anon,
-        cpu_kv,
-        cpu_compute_alloc,
-        work_buf,
-        output_buf,
+        kv.cpu,
+        c.cpu,
+        c.work,
+        c.output,
         overhead::VIRTUAL_BASE,
         product([threads, overhead::VIRTUAL_PER_THREAD]),
     ]);
+    Residency {
+        base,
+        anonymous,
+        mapped,
+        // Repacked weights are read from the mapping once, at load; only the
+        // weights used in place must stay in the page cache while it runs.
+        mapped_working: if settings.mmap {
+            w.cpu_plain.min(mapped)
+        } else {
+            0
+        },
+        allocated,
+    }
+}
 
+/// The per-device table (CPU first, then each GPU) with the buffers as
+/// llama.cpp names them, our overheads and the margins.
+fn device_uses(
+    settings: &Settings,
+    m: &MachineSpec,
+    lay: &Layout,
+    w: &Weights,
+    kv: &KvCache,
+    c: &ComputeBuffers,
+    base: u64,
+) -> Vec<DeviceUse> {
+    let uses_gpu = lay.uses_gpu;
     let margin_ram = settings
         .margin_bytes
         .unwrap_or_else(|| (m.ram_budget_bytes / 20).max(overhead::RAM_MARGIN_MIN));
-    let mut devices = Vec::with_capacity(1 + n_gpu);
-    let cpu_buf_name = if uses_gpu { "CUDA_Host" } else { "CPU" };
+    let mut devices = Vec::with_capacity(1 + lay.n_gpu);
     let mut cpu_buffers = vec![BufferUse {
         name: "CPU".into(),
-        model_bytes: cpu_plain,
-        context_bytes: cpu_kv,
-        compute_bytes: if uses_gpu { 0 } else { cpu_compute_alloc },
+        model_bytes: w.cpu_plain,
+        context_bytes: kv.cpu,
+        compute_bytes: if uses_gpu { 0 } else { c.cpu },
     }];
     if uses_gpu {
         cpu_buffers.push(BufferUse {
-            name: cpu_buf_name.into(),
+            name: "CUDA_Host".into(),
             model_bytes: 0,
             context_bytes: 0,
-            compute_bytes: cpu_compute_alloc,
+            compute_bytes: c.cpu,
         });
     }
-    if cpu_repack > 0 {
+    if w.cpu_repack > 0 {
         cpu_buffers.push(BufferUse {
             name: "CPU_REPACK".into(),
-            model_bytes: cpu_repack,
+            model_bytes: w.cpu_repack,
             context_bytes: 0,
             compute_bytes: 0,
         });
     }
-    let cpu_weights = sum([cpu_plain, cpu_repack]);
-    let cpu_compute = sum([cpu_compute_alloc, output_buf]);
+    let cpu_weights = sum([w.cpu_plain, w.cpu_repack]);
+    let cpu_compute = sum([c.cpu, c.output]);
     devices.push(DeviceUse {
         name: "CPU".into(),
         kind: DeviceKind::Cpu,
         budget_bytes: m.ram_budget_bytes,
         weights_bytes: cpu_weights,
-        kv_bytes: cpu_kv,
+        kv_bytes: kv.cpu,
         compute_bytes: cpu_compute,
         overhead_bytes: base,
         margin_bytes: margin_ram,
-        total_bytes: sum([cpu_weights, cpu_kv, cpu_compute, base, margin_ram]),
-        n_layers: cpu_layers,
+        total_bytes: sum([cpu_weights, kv.cpu, cpu_compute, base, margin_ram]),
+        n_layers: lay.cpu_layers,
         buffers: cpu_buffers,
     });
     for (g, spec) in m.gpus.iter().enumerate() {
@@ -725,7 +883,8 @@ pub fn estimate(
             DeviceKind::Unified => overhead::UNIFIED_CONTEXT,
             _ => overhead::CUDA_CONTEXT,
         };
-        let used = sum([gpu_weights[g], gpu_kv[g], gpu_compute[g]]);
+        let used = sum([w.gpu[g], kv.gpu[g], c.gpu[g]]);
+        // A GPU the plan leaves empty is never initialised: no context, no margin.
         let (overhead, margin) = if used == 0 {
             (0, 0)
         } else {
@@ -738,36 +897,57 @@ pub fn estimate(
             name: spec.name.clone(),
             kind: spec.kind,
             budget_bytes: spec.budget_bytes,
-            weights_bytes: gpu_weights[g],
-            kv_bytes: gpu_kv[g],
-            compute_bytes: gpu_compute[g],
+            weights_bytes: w.gpu[g],
+            kv_bytes: kv.gpu[g],
+            compute_bytes: c.gpu[g],
             overhead_bytes: overhead,
             margin_bytes: margin,
             total_bytes: sum([used, overhead, margin]),
-            n_layers: layers_gpu.get(g).copied().unwrap_or(0),
+            n_layers: lay.layers_gpu.get(g).copied().unwrap_or(0),
             buffers: vec![BufferUse {
                 name: format!("CUDA{g}"),
-                model_bytes: gpu_weights[g],
-                context_bytes: gpu_kv[g],
-                compute_bytes: gpu_compute[g],
+                model_bytes: w.gpu[g],
+                context_bytes: kv.gpu[g],
+                compute_bytes: c.gpu[g],
             }],
         });
     }
-    let mut active_bytes = vec![cpu_active];
-    active_bytes.extend(gpu_active);
+    devices
+}
+
+/// Estimate allocation and residency for one placement and context: the
+/// weights placement, the KV cache and the compute buffers per device, then
+/// what the process holds resident and allocated.
+#[must_use]
+pub fn estimate(
+    p: &ModelProfile,
+    settings: &Settings,
+    ctx: &Context,
+    placement: &Placement,
+    m: &MachineSpec,
+) -> Estimate {
+    let lay = Layout::new(p, placement, m);
+    // A CUDA build puts the CUDA_Host buffer type ahead of the CPU's extra types,
+    // and with mmap such weights land in plain CPU memory: no repacking when a GPU
+    // backend is present (`make_cpu_buft_list`, `llama-model-loader.cpp:1271`).
+    let repack_active = settings.repack && lay.n_gpu == 0;
+    let w = place_weights(p, placement, &lay, m, repack_active);
+    let kv = kv_per_device(p, ctx, placement, &lay);
+    let c = compute_buffers(p, ctx, &lay);
+    let r = residency(p, settings, m, &lay, &w, &kv, &c);
+    let devices = device_uses(settings, m, &lay, &w, &kv, &c, r.base);
+    let mut active_bytes = vec![w.cpu_active];
+    active_bytes.extend(w.gpu_active);
     Estimate {
         ctx: *ctx,
         devices,
-        anonymous_bytes,
-        mapped_bytes,
-        // Repacked weights are read from the mapping once, at load; only the
-        // weights used in place must stay in the page cache while it runs.
-        mapped_working_bytes: if settings.mmap {
-            cpu_plain.min(mapped_bytes)
-        } else {
-            0
-        },
-        allocated_bytes,
+        anonymous_bytes: r.anonymous,
+        mapped_bytes: r.mapped,
+        mapped_working_bytes: r.mapped_working,
+        allocated_bytes: r.allocated,
         active_bytes,
     }
 }
+
+#[cfg(test)]
+mod tests;
