@@ -14,6 +14,7 @@ pub mod hw;
 pub mod memory;
 pub mod plan;
 pub mod profile;
+pub mod rank;
 pub mod solve;
 pub mod speed;
 pub mod synth;
