@@ -577,3 +577,6 @@ pub fn choose(mut plans: Vec<Plan>, profiles_bpw: &[f64]) -> Option<Plan> {
     best.alternatives = order[1..].iter().filter_map(|&i| taken[i].take()).collect();
     Some(best)
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,418 @@
+//! The solver's rules held directly, on real-shaped models (the synthetic
+//! shapes, and dense models the catalog's generic shape builds from a
+//! parameter count) and simulated machines:
+//! - tightness: the GPU layers chosen fit, and one more does not;
+//! - monotonicity: more VRAM never gives fewer GPU layers, more RAM never
+//!   turns a fit into a failure;
+//! - the context search: the documented steps, grown only while that costs
+//!   no GPU layer and still fits.
+
+use std::sync::OnceLock;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::hw::{self, Overrides};
+use crate::profile;
+use crate::synth::facts::{self, PartialFacts};
+use crate::synth::mix::FileType;
+use crate::synth::{self, Mix, Shape};
+
+const GIB: u64 = 1 << 30;
+const MIB: u64 = 1 << 20;
+const GPU: Build = Build { gpu: true };
+
+/// headroom's default hardware profile (8 x86-64 cores with AVX2) with this
+/// RAM and these GPUs (none when empty).
+fn snapshot(ram: u64, vram: &[u64]) -> HardwareSnapshot {
+    let base = hw::parse_profile("", std::path::Path::new("default profile"))
+        .expect("the default profile parses");
+    hw::apply_overrides(
+        base,
+        &Overrides {
+            ram_bytes: Some(ram),
+            vram_bytes: Some(if vram.is_empty() {
+                vec![0]
+            } else {
+                vram.to_vec()
+            }),
+            profile: None,
+        },
+    )
+    .expect("valid overrides")
+}
+
+/// A fixture machine of `tests/fixtures/hw` with its RAM set to `ram`.
+fn fixture(name: &str, ram: u64) -> HardwareSnapshot {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/hw")
+        .join(name);
+    let base = hw::load_profile(&path).expect("fixture profile loads");
+    hw::apply_overrides(
+        base,
+        &Overrides {
+            ram_bytes: Some(ram),
+            vram_bytes: None,
+            profile: None,
+        },
+    )
+    .expect("valid overrides")
+}
+
+fn shape(shape: Shape, mix: Mix) -> ModelProfile {
+    profile::profile(&synth::build(shape, mix).expect("synthetic header builds"))
+        .expect("synthetic header profiles")
+}
+
+/// A dense model of `n` parameters in the catalog's generic shape.
+fn dense(n: u64, ft: FileType) -> ModelProfile {
+    let f = facts::estimate(&PartialFacts::default(), n).expect("a generic shape reaches n");
+    facts::profile(&f, ft).expect("generic facts profile")
+}
+
+/// The models the properties draw from, built once: every synthetic shape
+/// (dense, sliding window, tied output, MoE) and generic dense models.
+fn models() -> &'static [ModelProfile] {
+    static MODELS: OnceLock<Vec<ModelProfile>> = OnceLock::new();
+    MODELS.get_or_init(|| {
+        let mut v = vec![
+            shape(Shape::Llama1B, Mix::Q8_0),
+            shape(Shape::Gemma3_1B, Mix::Q4KM),
+            shape(Shape::Gemma3_4B, Mix::Q4KM),
+            shape(Shape::Llama8B, Mix::Q4KM),
+            shape(Shape::Llama8B, Mix::F16),
+            shape(Shape::Qwen3Moe30BA3B, Mix::Q4KM),
+        ];
+        for (n, ft) in [
+            (3_000_000_000, FileType::Q4_K_M),
+            (14_000_000_000, FileType::Q4_K_M),
+            (32_000_000_000, FileType::Q3_K_M),
+        ] {
+            v.push(dense(n, ft));
+        }
+        v
+    })
+}
+
+fn at_ctx(n_ctx: u32) -> Settings {
+    Settings {
+        n_ctx: Some(n_ctx),
+        ..Settings::default()
+    }
+}
+
+fn fits_at(p: &ModelProfile, s: &Settings, ctx: u32, ngl: u32, m: &Machine) -> bool {
+    fits(&eval(p, s, ctx, &placement(m, ngl, 0), m), m)
+}
+
+/// Which of the three regimes a machine puts a model in, at one context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Regime {
+    /// Every layer and the output on the GPU.
+    AllOnGpu,
+    /// Some layers in RAM.
+    Partial,
+    /// No placement fits.
+    Nothing,
+}
+
+/// The layer count `max_layers` picks fits, and one more does not: across
+/// the three regimes, each case's regime chosen by the sizes involved (a
+/// 4.9 GB model on a 4 GiB GPU is partly offloaded, on 24 GiB it is not).
+#[test]
+fn the_chosen_gpu_layers_fit_and_one_more_does_not() {
+    let no_mmap = Settings {
+        mmap: false,
+        ..at_ctx(4096)
+    };
+    // (what, model, machine, settings, regime)
+    let cases = [
+        (
+            "8B Q4_K_M (4.9 GB) on a 4 GiB GPU",
+            shape(Shape::Llama8B, Mix::Q4KM),
+            snapshot(32 * GIB, &[4 * GIB]),
+            at_ctx(4096),
+            Regime::Partial,
+        ),
+        (
+            "8B Q4_K_M on a 24 GiB GPU",
+            shape(Shape::Llama8B, Mix::Q4KM),
+            snapshot(32 * GIB, &[24 * GIB]),
+            at_ctx(8192),
+            Regime::AllOnGpu,
+        ),
+        (
+            "8B F16 (16 GB) on an 8 GiB GPU, 32k context",
+            shape(Shape::Llama8B, Mix::F16),
+            snapshot(64 * GIB, &[8 * GIB]),
+            at_ctx(32768),
+            Regime::Partial,
+        ),
+        (
+            "30B-A3B MoE Q4_K_M (18.6 GB) on the 8 GiB desktop",
+            shape(Shape::Qwen3Moe30BA3B, Mix::Q4KM),
+            fixture("gpu-8g-ram-16g.toml", 32 * GIB),
+            at_ctx(4096),
+            Regime::Partial,
+        ),
+        (
+            "Gemma-3-4B Q4_K_M on the 32 GiB unified laptop",
+            shape(Shape::Gemma3_4B, Mix::Q4KM),
+            fixture("laptop-unified-32g.toml", 32 * GIB),
+            at_ctx(4096),
+            Regime::AllOnGpu,
+        ),
+        (
+            "70B Q4_K_M (42 GB) and 10 GiB of KV (32k) on two 24 GiB GPUs",
+            shape(Shape::Llama70B, Mix::Q4KM),
+            fixture("two-24g-gpus.toml", 128 * GIB),
+            at_ctx(32768),
+            Regime::Partial,
+        ),
+        (
+            "8B Q4_K_M read into 2 GiB of RAM beside a 2 GiB GPU",
+            shape(Shape::Llama8B, Mix::Q4KM),
+            snapshot(2 * GIB, &[2 * GIB]),
+            no_mmap,
+            Regime::Nothing,
+        ),
+    ];
+    for (what, p, hw_now, s, regime) in cases {
+        let m = machine(&hw_now, GPU);
+        let ctx = s.n_ctx.expect("cases give a context");
+        let all = p.n_layer + 1;
+        let got = max_layers(&p, &s, ctx, &m);
+        let seen = match got {
+            None => Regime::Nothing,
+            Some(l) if l == all => Regime::AllOnGpu,
+            Some(_) => Regime::Partial,
+        };
+        assert_eq!(seen, regime, "{what}: {got:?} layers");
+        match got {
+            Some(l) => {
+                assert!(fits_at(&p, &s, ctx, l, &m), "{what}: {l} layers must fit");
+                if l < all {
+                    assert!(
+                        !fits_at(&p, &s, ctx, l + 1, &m),
+                        "{what}: {} layers fit too, {l} chosen",
+                        l + 1
+                    );
+                }
+            }
+            None => {
+                for ngl in 0..=all {
+                    assert!(!fits_at(&p, &s, ctx, ngl, &m), "{what}: -ngl {ngl} fits");
+                }
+            }
+        }
+    }
+}
+
+/// Contexts tried without `-c`: at least 4096 (the training context if
+/// smaller), doubling up to min(training, 32768); with `-c`, only that.
+#[test]
+fn context_steps_follow_the_documented_rule() {
+    let base = shape(Shape::Llama1B, Mix::Q8_0);
+    let cases: [(u64, Option<u32>, &[u32]); 7] = [
+        (131_072, None, &[4096, 8192, 16384, 32768]),
+        (8192, None, &[4096, 8192]),
+        (6000, None, &[4096, 6000]),
+        (2048, None, &[2048]),
+        (4096, None, &[4096]),
+        (0, None, &[4096, 8192, 16384, 32768]),
+        (131_072, Some(1000), &[1000]),
+    ];
+    for (train, n_ctx, want) in cases {
+        let p = ModelProfile {
+            n_ctx_train: train,
+            ..base.clone()
+        };
+        let s = Settings {
+            n_ctx,
+            ..Settings::default()
+        };
+        assert_eq!(
+            context_steps(&p, &s),
+            want,
+            "trained for {train}, -c {n_ctx:?}"
+        );
+    }
+}
+
+/// The auto context on CPU-only machines of growing RAM: 1B Q8_0 (trained for
+/// 128k tokens) stops where the next step's KV cache would not fit, and
+/// reaches the 32k cap with room to spare.
+#[test]
+fn the_auto_context_grows_until_memory_or_the_cap_stops_it() {
+    let p = shape(Shape::Llama1B, Mix::Q8_0);
+    let s = Settings::default();
+    let mut seen = Vec::new();
+    for ram_mib in (256..=4096).step_by(64) {
+        let hw_now = snapshot(ram_mib * MIB, &[]);
+        let m = machine(&hw_now, GPU);
+        let plan = plan(&p, "m.gguf", &s, &hw_now, GPU);
+        if !plan.verdict.fits() {
+            continue;
+        }
+        let steps = context_steps(&p, &s);
+        assert!(steps.contains(&plan.n_ctx), "{ram_mib} MiB: {}", plan.n_ctx);
+        for &c in steps.iter().filter(|&&c| c <= plan.n_ctx) {
+            assert!(fits_at(&p, &s, c, 0, &m), "{ram_mib} MiB: {c} fits");
+        }
+        if let Some(&next) = steps.iter().find(|&&c| c > plan.n_ctx) {
+            assert!(
+                !fits_at(&p, &s, next, 0, &m),
+                "{ram_mib} MiB: {next} fits too, the plan stopped at {}",
+                plan.n_ctx
+            );
+        }
+        seen.push(plan.n_ctx);
+    }
+    // The sweep must reach every regime, or it proves little.
+    assert_eq!(seen.first(), Some(&MIN_DEFAULT_CTX), "{seen:?}");
+    assert_eq!(seen.last(), Some(&MAX_AUTO_CTX), "{seen:?}");
+    assert!(
+        seen.iter()
+            .any(|&c| c > MIN_DEFAULT_CTX && c < MAX_AUTO_CTX),
+        "{seen:?}"
+    );
+}
+
+/// With a GPU the context never costs a layer: the plan has as many GPU
+/// layers as the smallest step allows, and the next step would lower that
+/// count (or not fit at all).
+#[test]
+fn the_auto_context_never_costs_a_gpu_layer() {
+    let p = shape(Shape::Gemma3_4B, Mix::Q4KM);
+    let s = Settings::default();
+    let steps = context_steps(&p, &s);
+    let mut partial = 0;
+    for vram_mib in (1024..=6144).step_by(256) {
+        let hw_now = snapshot(32 * GIB, &[vram_mib * MIB]);
+        let m = machine(&hw_now, GPU);
+        let plan = plan(&p, "m.gguf", &s, &hw_now, GPU);
+        let first = max_layers(&p, &s, steps[0], &m);
+        assert_eq!(Some(plan.n_gpu_layers), first, "{vram_mib} MiB");
+        if let Some(&next) = steps.iter().find(|&&c| c > plan.n_ctx) {
+            assert_ne!(
+                max_layers(&p, &s, next, &m),
+                first,
+                "{vram_mib} MiB: {next} keeps the layers, the plan stopped at {}",
+                plan.n_ctx
+            );
+        }
+        if plan.n_gpu_layers <= p.n_layer {
+            partial += 1;
+        }
+    }
+    assert!(partial > 0, "the sweep must include partial offloads");
+}
+
+/// What a context the user gives does: kept as given (padded as llama.cpp
+/// pads it), even when it does not fit.
+#[test]
+fn a_given_context_is_kept_even_when_it_does_not_fit() {
+    let p = shape(Shape::Llama8B, Mix::Q4KM);
+    let hw_now = snapshot(8 * GIB, &[4 * GIB]);
+    let fits_here = plan(&p, "m.gguf", &at_ctx(1000), &hw_now, GPU);
+    assert_eq!(fits_here.n_ctx, 1024, "padded to 256");
+    assert!(fits_here.verdict.fits());
+    let too_long = plan(&p, "m.gguf", &at_ctx(1 << 20), &hw_now, GPU);
+    assert_eq!(too_long.n_ctx, 1 << 20);
+    assert_eq!(too_long.verdict, Verdict::DoesNotFit);
+}
+
+fn model_index() -> impl Strategy<Value = usize> {
+    0..models().len()
+}
+
+fn context() -> impl Strategy<Value = u32> {
+    prop::sample::select(vec![512u32, 4096, 16384, 32768])
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Tightness on any model, any single GPU and context.
+    #[test]
+    fn max_layers_is_tight(
+        i in model_index(),
+        vram in 256 * MIB..40 * GIB,
+        ram in 2 * GIB..128 * GIB,
+        ctx in context(),
+    ) {
+        let p = &models()[i];
+        let s = at_ctx(ctx);
+        let m = machine(&snapshot(ram, &[vram]), GPU);
+        if let Some(l) = max_layers(p, &s, ctx, &m) {
+            prop_assert!(fits_at(p, &s, ctx, l, &m));
+            prop_assert!(l == p.n_layer + 1 || !fits_at(p, &s, ctx, l + 1, &m));
+        }
+    }
+
+    /// More VRAM never gives fewer GPU layers, at any fixed context.
+    #[test]
+    fn more_vram_never_gives_fewer_gpu_layers(
+        i in model_index(),
+        a in 256 * MIB..40 * GIB,
+        b in 256 * MIB..40 * GIB,
+        ram in 2 * GIB..128 * GIB,
+        ctx in context(),
+    ) {
+        let p = &models()[i];
+        let s = at_ctx(ctx);
+        let (less, more) = (a.min(b), a.max(b));
+        let with_less = max_layers(p, &s, ctx, &machine(&snapshot(ram, &[less]), GPU));
+        let with_more = max_layers(p, &s, ctx, &machine(&snapshot(ram, &[more]), GPU));
+        // `None` (nothing fits) orders below every layer count.
+        prop_assert!(with_less <= with_more, "{with_less:?} with {less}, {with_more:?} with {more}");
+    }
+
+    /// The same for whole plans (context chosen by the solver): a plan that
+    /// fits with less VRAM fits with more, with at least as many GPU layers.
+    #[test]
+    fn more_vram_never_gives_a_plan_fewer_gpu_layers(
+        i in model_index(),
+        a in 256 * MIB..40 * GIB,
+        b in 256 * MIB..40 * GIB,
+        ram in 2 * GIB..128 * GIB,
+    ) {
+        let p = &models()[i];
+        let s = Settings::default();
+        let (less, more) = (a.min(b), a.max(b));
+        let with_less = plan(p, "m.gguf", &s, &snapshot(ram, &[less]), GPU);
+        let with_more = plan(p, "m.gguf", &s, &snapshot(ram, &[more]), GPU);
+        if with_less.verdict.fits() {
+            prop_assert!(with_more.verdict.fits());
+            let gpu_layers = |p: &Plan| -> u32 { p.devices[1..].iter().map(|d| d.n_layers).sum() };
+            prop_assert!(gpu_layers(&with_less) <= gpu_layers(&with_more));
+        }
+    }
+
+    /// More RAM never turns a fit into a failure: with or without a GPU,
+    /// mapped or read weights, and on the unified laptop (one pool).
+    #[test]
+    fn more_ram_never_turns_a_fit_into_a_failure(
+        i in model_index(),
+        a in GIB..96 * GIB,
+        b in GIB..96 * GIB,
+        vram in prop::option::of(256 * MIB..24 * GIB),
+        unified: bool,
+        mmap: bool,
+    ) {
+        let p = &models()[i];
+        let s = Settings { mmap, ..Settings::default() };
+        let (less, more) = (a.min(b), a.max(b));
+        let at_ram = |ram| if unified {
+            fixture("laptop-unified-32g.toml", ram)
+        } else {
+            snapshot(ram, vram.as_slice())
+        };
+        let with_less = plan(p, "m.gguf", &s, &at_ram(less), GPU);
+        let with_more = plan(p, "m.gguf", &s, &at_ram(more), GPU);
+        prop_assert!(
+            !with_less.verdict.fits() || with_more.verdict.fits(),
+            "fits with {less} bytes of RAM, not with {more}"
+        );
+    }
+}
