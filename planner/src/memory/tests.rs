@@ -1,354 +1,757 @@
-//! The split `estimate` held to the single function it replaced (copied here
-//! verbatim as `estimate_orig`), over random models, settings, placements and
-//! machines: the split must not change one byte. Kept only until each piece
-//! has its own tests.
+//! Unit tests of the memory model's pieces: weights placement, KV cache per
+//! device, compute buffers and process residency.
+//!
+//! Expected values come from outside the formulas under test:
+//! - llama.cpp's own accounting, recorded in `fixtures/llama_accounting.json`
+//!   (how: see `examples/record_memory_fixtures.rs`) for everything a CPU
+//!   build of llama.cpp reports: the `CPU` and `CPU_REPACK` weights, the KV
+//!   cache and the compute buffer;
+//! - for what that build cannot report (GPU placement, CUDA's padding, our
+//!   residency view), values worked out by hand from llama.cpp's rules on a
+//!   tiny model, each rule named beside its table;
+//! - and properties: KV monotone in context and sequences, weights
+//!   independent of the context, conservation across devices, totals the sum
+//!   of their parts or saturated.
+
+use std::sync::OnceLock;
+
+use proptest::prelude::*;
+
 use super::*;
 use crate::plan::FlashAttn;
-/// Estimate allocation and residency for one placement and context.
-#[must_use]
-fn estimate_orig(
-    p: &ModelProfile,
-    settings: &Settings,
-    ctx: &Context,
-    placement: &Placement,
-    m: &MachineSpec,
-) -> Estimate {
-    let n_layer = p.n_layer;
-    let n_gpu = m.gpus.len();
-    let uses_gpu = n_gpu > 0 && placement.n_gpu_layers > 0;
-    // A CUDA build puts the CUDA_Host buffer type ahead of the CPU's extra types,
-    // and with mmap such weights land in plain CPU memory: no repacking when a GPU
-    // backend is present (`make_cpu_buft_list`, `llama-model-loader.cpp:1271`).
-    let repack_active = settings.repack && n_gpu == 0;
+use crate::profile::{self, Experts, Layer};
+use crate::synth::{self, Mix, Shape};
 
-    let mut cpu_plain = 0u64;
-    let mut cpu_repack = 0u64;
-    // File range [first, last) of the weights in the plain CPU buffer: with mmap that
-    // range stays mapped (and populated) after the load (`unmap_fragment`).
-    let mut map_lo = u64::MAX;
-    let mut map_hi = 0u64;
-    let mut gpu_weights = vec![0u64; n_gpu];
-    let mut cpu_active = 0u64;
-    let mut gpu_active = vec![0u64; n_gpu];
-    let mut place = |t: &Tensor, dev: Option<usize>, active_share: f64| {
-        let active = (t.bytes as f64 * active_share) as u64;
-        match dev {
-            Some(g) if g < n_gpu => {
-                gpu_weights[g] = sum([gpu_weights[g], cuda_alloc_bytes(t)]);
-                gpu_active[g] = sum([gpu_active[g], active]);
-            }
-            _ => {
-                if repack_active && m.repack.repacks(t) {
-                    cpu_repack = sum([cpu_repack, t.bytes]);
-                } else {
-                    cpu_plain = sum([cpu_plain, pad(t.bytes, 32)]);
-                    map_lo = map_lo.min(t.offset);
-                    map_hi = map_hi.max(sum([t.offset, t.bytes]));
-                }
-                cpu_active = sum([cpu_active, active]);
-            }
-        }
-    };
-    let expert_share = p
-        .experts
-        .map_or(1.0, |e| f64::from(e.used) / f64::from(e.count.max(1)));
-    for (il, layer) in p.layers.iter().enumerate() {
-        let il = il as u32;
-        let dev = placement.device_of(n_layer, il);
-        for t in &layer.tensors {
-            let expert = t.is_expert();
-            let d = if expert && il < placement.n_cpu_moe {
-                None
-            } else {
-                dev
-            };
-            place(t, d, if expert { expert_share } else { 1.0 });
-        }
-    }
-    let out_dev = placement.device_of(n_layer, n_layer);
-    // The input layer (token embedding) always stays on the CPU; the logits read the
-    // output matrix, or the tied embedding when there is none.
-    if let Some(t) = &p.token_embd {
-        place(t, None, if p.output.is_none() { 1.0 } else { 0.0 });
-    }
-    if let Some(t) = &p.output {
-        place(t, out_dev, 1.0);
-    }
-    for t in &p.globals {
-        place(t, out_dev, 1.0);
-    }
-    if p.output.is_none() && out_dev.is_some() {
-        // A tied output on the GPU: llama.cpp loads a GPU copy of the embedding for the logits.
-        if let Some(t) = &p.token_embd
-            && let Some(g) = out_dev
-        {
-            gpu_weights[g] = sum([gpu_weights[g], cuda_alloc_bytes(t)]);
-            gpu_active[g] = sum([gpu_active[g], t.bytes]);
-            cpu_active -= t.bytes.min(cpu_active);
-        }
-    }
+// ---------------------------------------------------------------------------
+// A tiny model whose every byte can be counted by hand.
+// ---------------------------------------------------------------------------
 
-    // A tied output is a second tensor over the same data; as a matrix-product weight
-    // it may repack, and then it is held twice (CPU for GET_ROWS, CPU_REPACK for logits).
-    let tied_repack = match (&p.output, &p.token_embd, out_dev) {
-        (None, Some(t), None) if repack_active => {
-            let as_output = Tensor {
-                name: "output.weight".into(),
-                ..t.clone()
-            };
-            if m.repack.repacks(&as_output) {
-                t.bytes
-            } else {
-                0
-            }
-        }
-        _ => 0,
-    };
-    cpu_repack = sum([cpu_repack, tied_repack]);
-
-    // KV cache: each layer's cache on that layer's device (offload_kqv on).
-    let mut cpu_kv = 0u64;
-    let mut gpu_kv = vec![0u64; n_gpu];
-    for il in 0..p.layers.len() {
-        let b = kv_bytes_layer(p, ctx, il);
-        match placement.device_of(n_layer, il as u32) {
-            Some(g) if g < n_gpu => gpu_kv[g] = sum([gpu_kv[g], b]),
-            _ => cpu_kv = sum([cpu_kv, b]),
-        }
-    }
-
-    // Compute buffers.
-    let c = compute_parts(p, ctx);
-    let layers_gpu = placement.layers_per_gpu(n_layer);
-    let cpu_layers = n_layer - layers_gpu.iter().sum::<u32>();
-    // The output stage: the last layer's residual tensors and the logits.
-    let output_stage = sum([product([3, c.et4]), c.logits]);
-    let cpu_compute_alloc = if uses_gpu {
-        let mut b = c.inputs;
-        if cpu_layers > 0 {
-            b = sum([b, c.layer_peak]);
-        }
-        if out_dev.is_none() {
-            b = sum([b, output_stage]);
-        }
-        b
-    } else {
-        sum([c.inputs, c.layer_peak.max(output_stage)])
-    };
-    let gpu_compute: Vec<u64> = (0..n_gpu)
-        .map(|g| {
-            if layers_gpu.get(g).copied().unwrap_or(0) == 0 && out_dev != Some(g) {
-                return 0;
-            }
-            let b = sum([c.inputs, c.layer_peak]);
-            if out_dev == Some(g) {
-                b.max(sum([c.inputs, output_stage]))
-            } else {
-                b
-            }
-        })
-        .collect();
-    // The host output buffer (logits for n_seq outputs at start; not in llama.cpp's breakdown).
-    let output_buf = product([p.n_vocab, u64::from(ctx.n_seq), 4]);
-
-    // Residency: what RAM really holds at the peak.
-    let mapped_bytes = if settings.mmap && map_hi > map_lo {
-        map_hi - map_lo
-    } else {
-        0
-    };
-    let vocab_overhead = product([p.n_vocab, overhead::PER_TOKEN]);
-    let cuda_host = if uses_gpu { overhead::CUDA_HOST } else { 0 };
-    let base = sum([overhead::CPU_BASE, vocab_overhead, cuda_host]);
-    // The compute buffer is touched only as far as a real batch reaches: the
-    // activations of a full ubatch, and one logits row per sequence.
-    let cpu_compute_touched = if cpu_layers > 0 || !uses_gpu {
-        sum([c.inputs, c.layer_peak])
-    } else {
-        c.inputs
-    };
-    // Without flash attention the CPU converts the whole KQ matrix to f16 in its work
-    // buffer (`ggml_graph_plan`): half the KQ tensor, outside every llama.cpp buffer.
-    let n_head = u64::from(p.n_head.iter().copied().max().unwrap_or(0));
-    let work_buf = if !ctx.flash_attn && (cpu_layers > 0 || !uses_gpu) {
-        product([u64::from(ctx.n_ctx_seq), u64::from(ctx.n_tokens), n_head, 2])
-    } else {
-        0
-    };
-    let cpu_plain_anon = if settings.mmap { 0 } else { cpu_plain };
-    let anonymous_bytes = sum([
-        cpu_repack,
-        cpu_plain_anon,
-        cpu_kv,
-        cpu_compute_touched.min(cpu_compute_alloc),
-        work_buf,
-        output_buf,
-        base,
-    ]);
-
-    let threads = u64::from(m.threads.max(1));
-    let allocated_bytes = sum([
-        p.file_bytes(),
-        cpu_repack,
-        cpu_plain_anon,
-        cpu_kv,
-        cpu_compute_alloc,
-        work_buf,
-        output_buf,
-        overhead::VIRTUAL_BASE,
-        product([threads, overhead::VIRTUAL_PER_THREAD]),
-    ]);
-
-    let margin_ram = settings
-        .margin_bytes
-        .unwrap_or_else(|| (m.ram_budget_bytes / 20).max(overhead::RAM_MARGIN_MIN));
-    let mut devices = Vec::with_capacity(1 + n_gpu);
-    let cpu_buf_name = if uses_gpu { "CUDA_Host" } else { "CPU" };
-    let mut cpu_buffers = vec![BufferUse {
-        name: "CPU".into(),
-        model_bytes: cpu_plain,
-        context_bytes: cpu_kv,
-        compute_bytes: if uses_gpu { 0 } else { cpu_compute_alloc },
-    }];
-    if uses_gpu {
-        cpu_buffers.push(BufferUse {
-            name: cpu_buf_name.into(),
-            model_bytes: 0,
-            context_bytes: 0,
-            compute_bytes: cpu_compute_alloc,
-        });
-    }
-    if cpu_repack > 0 {
-        cpu_buffers.push(BufferUse {
-            name: "CPU_REPACK".into(),
-            model_bytes: cpu_repack,
-            context_bytes: 0,
-            compute_bytes: 0,
-        });
-    }
-    let cpu_weights = sum([cpu_plain, cpu_repack]);
-    let cpu_compute = sum([cpu_compute_alloc, output_buf]);
-    devices.push(DeviceUse {
-        name: "CPU".into(),
-        kind: DeviceKind::Cpu,
-        budget_bytes: m.ram_budget_bytes,
-        weights_bytes: cpu_weights,
-        kv_bytes: cpu_kv,
-        compute_bytes: cpu_compute,
-        overhead_bytes: base,
-        margin_bytes: margin_ram,
-        total_bytes: sum([cpu_weights, cpu_kv, cpu_compute, base, margin_ram]),
-        n_layers: cpu_layers,
-        buffers: cpu_buffers,
-    });
-    for (g, spec) in m.gpus.iter().enumerate() {
-        let overhead = match spec.kind {
-            DeviceKind::Unified => overhead::UNIFIED_CONTEXT,
-            _ => overhead::CUDA_CONTEXT,
-        };
-        let used = sum([gpu_weights[g], gpu_kv[g], gpu_compute[g]]);
-        let (overhead, margin) = if used == 0 {
-            (0, 0)
-        } else {
-            (
-                overhead,
-                settings.margin_bytes.unwrap_or(overhead::GPU_MARGIN),
-            )
-        };
-        devices.push(DeviceUse {
-            name: spec.name.clone(),
-            kind: spec.kind,
-            budget_bytes: spec.budget_bytes,
-            weights_bytes: gpu_weights[g],
-            kv_bytes: gpu_kv[g],
-            compute_bytes: gpu_compute[g],
-            overhead_bytes: overhead,
-            margin_bytes: margin,
-            total_bytes: sum([used, overhead, margin]),
-            n_layers: layers_gpu.get(g).copied().unwrap_or(0),
-            buffers: vec![BufferUse {
-                name: format!("CUDA{g}"),
-                model_bytes: gpu_weights[g],
-                context_bytes: gpu_kv[g],
-                compute_bytes: gpu_compute[g],
-            }],
-        });
-    }
-    let mut active_bytes = vec![cpu_active];
-    active_bytes.extend(gpu_active);
-    Estimate {
-        ctx: *ctx,
-        devices,
-        anonymous_bytes,
-        mapped_bytes,
-        // Repacked weights are read from the mapping once, at load; only the
-        // weights used in place must stay in the page cache while it runs.
-        mapped_working_bytes: if settings.mmap {
-            cpu_plain.min(mapped_bytes)
-        } else {
-            0
-        },
-        allocated_bytes,
-        active_bytes,
+/// A tensor of `ty` and `dims` at `offset` in the data section.
+fn tensor(name: &str, ty: GgmlType, dims: &[u64], offset: u64) -> Tensor {
+    Tensor {
+        name: name.into(),
+        ty,
+        dims: dims.to_vec(),
+        bytes: ty.tensor_bytes(dims).expect("whole blocks"),
+        offset,
     }
 }
 
-use crate::profile::{self, ModelProfile};
-use crate::synth::{self, Mix, Shape};
-use proptest::prelude::*;
-use std::sync::OnceLock;
+/// Two layers, each an f32 norm (`[100]`, 400 bytes) and a Q8_0 expert stack
+/// (`[64, 8, 4]`: 4 experts of 8 rows of 64, 32 rows × 68 bytes = 2176 bytes),
+/// 2 of 4 experts used; a Q8_0 token embedding and output (`[64, 12]`, 816
+/// bytes each) and an f32 output norm (`[64]`, 256 bytes). `tied` drops the
+/// output matrix (the embedding serves the logits). Offsets are file order,
+/// each tensor padded to 32 bytes as GGUF aligns them.
+fn tiny(tied: bool) -> ModelProfile {
+    let layer = |il: u64, at: u64| Layer {
+        tensors: vec![
+            tensor(
+                &format!("blk.{il}.attn_norm.weight"),
+                GgmlType::F32,
+                &[100],
+                at,
+            ),
+            tensor(
+                &format!("blk.{il}.ffn_up_exps.weight"),
+                GgmlType::Q8_0,
+                &[64, 8, 4],
+                at + 416,
+            ),
+        ],
+    };
+    let output = tensor("output.weight", GgmlType::Q8_0, &[64, 12], 6016);
+    ModelProfile {
+        arch: "tiny".into(),
+        name: None,
+        quant: "Q8_0".into(),
+        n_params: 0,
+        n_layer: 2,
+        n_embd: 64,
+        n_head: vec![4, 4],
+        n_head_kv: vec![2, 2],
+        head_dim_k: 64,
+        head_dim_v: 64,
+        n_ff: 0,
+        n_vocab: 1000,
+        n_ctx_train: 4096,
+        swa: None,
+        experts: Some(Experts {
+            count: 4,
+            used: 2,
+            shared: 0,
+        }),
+        mla: None,
+        recurrent: None,
+        layers: vec![layer(0, 0), layer(1, 2592)],
+        token_embd: Some(tensor("token_embd.weight", GgmlType::Q8_0, &[64, 12], 5184)),
+        output: (!tied).then_some(output),
+        globals: vec![tensor("output_norm.weight", GgmlType::F32, &[64], 6848)],
+        weight_bytes: 7104,
+        data_offset: 4096,
+    }
+}
 
-fn profiles() -> &'static Vec<ModelProfile> {
+fn gpu(name: &str, budget_bytes: u64) -> GpuSpec {
+    GpuSpec {
+        name: name.into(),
+        kind: DeviceKind::Gpu,
+        budget_bytes,
+    }
+}
+
+fn machine_with(gpus: Vec<GpuSpec>, repack: RepackRules) -> MachineSpec {
+    MachineSpec {
+        gpus,
+        repack,
+        ram_budget_bytes: 64 << 30,
+        alloc_limit_bytes: None,
+        threads: 8,
+    }
+}
+
+/// ARM with dot-product kernels: the rules that repack Q8_0 (rows ×4).
+fn arm_rules() -> RepackRules {
+    RepackRules::for_cpu("aarch64", &["neon".into(), "dotprod".into()])
+}
+
+fn on_gpus(n_gpu_layers: u32, split: &[f64], n_cpu_moe: u32) -> Placement {
+    Placement {
+        n_gpu_layers,
+        split: split.to_vec(),
+        n_cpu_moe,
+    }
+}
+
+/// Weights placement of `p` with the repacking `estimate` would decide.
+fn weights_of(p: &ModelProfile, pl: &Placement, m: &MachineSpec, repack: bool) -> Weights {
+    let lay = Layout::new(p, pl, m);
+    place_weights(p, pl, &lay, m, repack && m.gpus.is_empty())
+}
+
+// ---------------------------------------------------------------------------
+// Weights placement, by hand.
+// ---------------------------------------------------------------------------
+
+/// `-ngl N` offloads the last N of the `n_layer + 1` layers (the output layer
+/// last), and `--tensor-split` shares them out in order: layer `il` goes to
+/// the first GPU whose cumulative share exceeds `(il - first) / N`
+/// (`llama-model.cpp` `load_tensors`: `i_gpu_start`, `std::upper_bound` over
+/// the normalised splits).
+#[test]
+fn layers_go_where_ngl_and_the_split_put_them() {
+    /// The device of layers 0..=4 of a 4-layer model (4 is the output layer).
+    type Devices = [Option<usize>; 5];
+    let c = None;
+    let (g0, g1) = (Some(0), Some(1));
+    // (n_gpu_layers, split, devices)
+    let cases: [(u32, &[f64], Devices); 7] = [
+        (0, &[1.0], [c, c, c, c, c]),
+        (2, &[1.0], [c, c, c, g0, g0]),
+        (5, &[1.0], [g0, g0, g0, g0, g0]),
+        (99, &[1.0], [g0, g0, g0, g0, g0]),
+        // 5 layers at fractions 0, .2, .4, .6, .8 against shares .5 | 1.
+        (5, &[1.0, 1.0], [g0, g0, g0, g1, g1]),
+        // Against .75 | 1: only the last (0.8) passes the first share.
+        (5, &[3.0, 1.0], [g0, g0, g0, g0, g1]),
+        // No share at all: nothing is offloaded.
+        (5, &[0.0, 0.0], [c, c, c, c, c]),
+    ];
+    for (ngl, split, want) in cases {
+        let pl = on_gpus(ngl, split, 0);
+        let got: Vec<Option<usize>> = (0..=4).map(|il| pl.device_of(4, il)).collect();
+        assert_eq!(got, want, "-ngl {ngl} -ts {split:?}");
+        let per_gpu = pl.layers_per_gpu(4);
+        for (g, &n) in per_gpu.iter().enumerate() {
+            let counted = want[..4].iter().filter(|&&d| d == Some(g)).count();
+            assert_eq!(n as usize, counted, "-ngl {ngl} -ts {split:?}: GPU {g}");
+        }
+    }
+}
+
+/// A CUDA buffer pads a quantized tensor whose rows are not a multiple of
+/// 512 elements by one row of `512 - ne0 % 512` elements
+/// (`ggml_backend_cuda_buffer_type_get_alloc_size`, `MATRIX_ROW_PADDING`),
+/// and aligns every tensor to 128 bytes (the CUDA buffer's alignment).
+#[test]
+fn cuda_pads_quantized_rows_and_aligns_to_128_bytes() {
+    // (type, dims, bytes in a CUDA buffer)
+    let cases: [(GgmlType, &[u64], u64); 6] = [
+        // Not quantized: no row padding; 2·4096·4096 is already aligned.
+        (GgmlType::F16, &[4096, 4096], 33_554_432),
+        // 400 bytes, aligned up to 512.
+        (GgmlType::F32, &[100], 512),
+        // Q4_K rows of 4096 = 16 blocks × 144 bytes; 4096 % 512 = 0.
+        (GgmlType::Q4_K, &[4096, 14336], 33_030_144),
+        // Q8_0 rows of 2080 = 65 blocks × 34 = 2210 bytes, ×10 = 22100; plus a
+        // row of 512 − 32 = 480 elements (15 blocks, 510 bytes) = 22610 → 22656.
+        (GgmlType::Q8_0, &[2080, 10], 22_656),
+        // Q4_K rows of 2304 = 9 × 144 = 1296, ×10 = 12960; plus 256 elements
+        // (144 bytes) = 13104 → 13184.
+        (GgmlType::Q4_K, &[2304, 10], 13_184),
+        // The tiny model's expert stack: 2176 + 448 elements (476) = 2652 → 2688.
+        (GgmlType::Q8_0, &[64, 8, 4], 2688),
+    ];
+    for (ty, dims, want) in cases {
+        let t = tensor("t", ty, dims, 0);
+        assert_eq!(cuda_alloc_bytes(&t), want, "{} {dims:?}", ty.name());
+    }
+}
+
+/// The tiny model in every placement rule: layers follow `-ngl`, experts of
+/// the first `--n-cpu-moe` layers stay on the CPU, the output matrix and
+/// norm follow the output layer, the embedding stays on the CPU (read by
+/// GET_ROWS) and a tied output on a GPU gets a GPU copy of it
+/// (`llama-model.cpp` `load_tensors`); repacking only without a GPU backend
+/// (`make_cpu_buft_list`) and only for matrices the build's kernels take
+/// (`ggml_repack_get_optimal_repack_type`). CPU sizes are padded to 32 bytes
+/// (the CPU buffer's alignment), GPU sizes as CUDA pads them (test above:
+/// norm 512, experts 2688, 816-byte matrices 1408, output norm 256).
+/// Active bytes: every dense weight, half of each expert stack (2 of 4
+/// used), the output matrix (or the tied embedding), not the embedding.
+#[test]
+fn weights_follow_their_layers_and_the_build_rules() {
+    struct Case {
+        what: &'static str,
+        tied: bool,
+        gpus: usize,
+        ngl: u32,
+        n_cpu_moe: u32,
+        rules: RepackRules,
+        // cpu_plain, cpu_repack, gpu[0] (if any), cpu_active, gpu_active[0], mapped
+        want: (u64, u64, u64, u64, u64, u64),
+    }
+    let x86 = || RepackRules::for_cpu("x86_64", &["avx2".into()]);
+    let cases = [
+        Case {
+            what: "all on the CPU: 2·416 + 2·2176 + 832 + 832 + 256",
+            tied: false,
+            gpus: 1,
+            ngl: 0,
+            n_cpu_moe: 0,
+            rules: RepackRules::default(),
+            // active 2·400 + 2·1088 + 816 + 256; mapped: the whole data section
+            want: (7104, 0, 0, 4048, 0, 7104),
+        },
+        Case {
+            what: "all offloaded: only the embedding stays",
+            tied: false,
+            gpus: 1,
+            ngl: 3,
+            n_cpu_moe: 0,
+            rules: RepackRules::default(),
+            // GPU 2·512 + 2·2688 + 1408 + 256
+            want: (832, 0, 8064, 0, 4048, 816),
+        },
+        Case {
+            what: "-ngl 1: only the output layer",
+            tied: false,
+            gpus: 1,
+            ngl: 1,
+            n_cpu_moe: 0,
+            rules: RepackRules::default(),
+            // CPU 2·416 + 2·2176 + 832; mapped from 0 to the embedding's end
+            want: (6016, 0, 1664, 2976, 1072, 6000),
+        },
+        Case {
+            what: "all offloaded but layer 0's experts",
+            tied: false,
+            gpus: 1,
+            ngl: 3,
+            n_cpu_moe: 1,
+            rules: RepackRules::default(),
+            // mapped from layer 0's experts (416) to the embedding's end (6000)
+            want: (3008, 0, 5376, 1088, 2960, 5584),
+        },
+        Case {
+            what: "tied, all offloaded: the GPU holds a copy of the embedding",
+            tied: true,
+            gpus: 1,
+            ngl: 3,
+            n_cpu_moe: 0,
+            rules: RepackRules::default(),
+            want: (832, 0, 8064, 0, 4048, 816),
+        },
+        Case {
+            what: "tied, CPU only, ARM rules: experts and the tied output repack",
+            tied: true,
+            gpus: 0,
+            ngl: 0,
+            n_cpu_moe: 0,
+            rules: arm_rules(),
+            // plain 2·416 + 832 + 256; repack 2·2176 + 816 (the output's rows, 12, are ×4)
+            want: (1920, 5168, 0, 4048, 0, 7104),
+        },
+        Case {
+            what: "CPU only, x86 rules: Q8_0 does not repack",
+            tied: false,
+            gpus: 0,
+            ngl: 0,
+            n_cpu_moe: 0,
+            rules: x86(),
+            want: (7104, 0, 0, 4048, 0, 7104),
+        },
+        Case {
+            what: "a GPU backend turns repacking off, even with no layer on it",
+            tied: false,
+            gpus: 1,
+            ngl: 0,
+            n_cpu_moe: 0,
+            rules: arm_rules(),
+            want: (7104, 0, 0, 4048, 0, 7104),
+        },
+    ];
+    for c in cases {
+        let p = tiny(c.tied);
+        let gpus: Vec<GpuSpec> = (0..c.gpus)
+            .map(|g| gpu(&format!("g{g}"), 1 << 40))
+            .collect();
+        let split = vec![1.0; c.gpus];
+        let m = machine_with(gpus, c.rules.clone());
+        let w = weights_of(&p, &on_gpus(c.ngl, &split, c.n_cpu_moe), &m, true);
+        let got = (
+            w.cpu_plain,
+            w.cpu_repack,
+            w.gpu.first().copied().unwrap_or(0),
+            w.cpu_active,
+            w.gpu_active.first().copied().unwrap_or(0),
+            w.mapped_bytes(true),
+        );
+        assert_eq!(got, c.want, "{}", c.what);
+        assert_eq!(
+            w.mapped_bytes(false),
+            0,
+            "{}: nothing mapped without mmap",
+            c.what
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// KV cache per device, by hand.
+// ---------------------------------------------------------------------------
+
+/// Each layer's cache lives on its layer's device (`offload_kqv`); a cell of
+/// the tiny model holds K and V rows of 64 × 2 heads in f16: 2 · 256 = 512
+/// bytes (`llama-kv-cache.cpp`), 256 cells a layer at `-c 256`: 131072 bytes.
+#[test]
+fn kv_cache_lives_on_each_layers_device() {
+    let p = tiny(false);
+    let s = Settings::default();
+    let ctx = Context::resolve(&s, 256);
+    let layer = 131_072;
+    // (-ngl, split, cpu, gpu 0, gpu 1)
+    let cases: [(u32, &[f64], u64, u64, u64); 5] = [
+        (0, &[1.0, 1.0], 2 * layer, 0, 0),
+        (1, &[1.0, 1.0], 2 * layer, 0, 0), // the output layer has no cache
+        // Layer 1 and the output at fractions 0 and .5 of shares .5 | 1.
+        (2, &[1.0, 1.0], layer, layer, 0),
+        // Layers 0, 1 at fractions 0 and 1/3 of shares .25 | 1.
+        (3, &[1.0, 3.0], 0, layer, layer),
+        (3, &[1.0, 0.0], 0, 2 * layer, 0),
+    ];
+    for (ngl, split, cpu, g0, g1) in cases {
+        let pl = on_gpus(ngl, split, 0);
+        let m = machine_with(
+            vec![gpu("a", 1 << 40), gpu("b", 1 << 40)],
+            RepackRules::default(),
+        );
+        let kv = kv_per_device(&p, &ctx, &pl, &Layout::new(&p, &pl, &m));
+        assert_eq!(
+            (kv.cpu, kv.gpu.clone()),
+            (cpu, vec![g0, g1]),
+            "-ngl {ngl} -ts {split:?}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Compute buffers, by hand: where they are, and the two host buffers outside
+// llama.cpp's graph allocator.
+// ---------------------------------------------------------------------------
+
+/// A device holds a compute buffer only if it runs a stage: a GPU without
+/// layers nor the output has none. The host output buffer holds `n_vocab`
+/// f32 logits per sequence (`llama_context::output_reserve`: 1000 · 2 · 4);
+/// without flash attention, the CPU's work buffer holds the f16 copy of the
+/// whole KQ matrix (`ggml_graph_plan`): 256 cells × 256 tokens × 4 heads × 2
+/// bytes, and only while the CPU runs a layer.
+#[test]
+fn compute_buffers_sit_where_stages_run() {
+    let p = tiny(false);
+    let two = || {
+        machine_with(
+            vec![gpu("a", 1 << 40), gpu("b", 1 << 40)],
+            RepackRules::default(),
+        )
+    };
+    let fa_off = Settings {
+        flash_attn: FlashAttn::Off,
+        n_parallel: 2,
+        ..Settings::default()
+    };
+    let ctx_off = Context::resolve(&fa_off, 512);
+    assert_eq!((ctx_off.n_ctx_seq, ctx_off.n_tokens), (256, 512));
+    let ctx_on = Context::resolve(&Settings::default(), 256);
+    let kq_f16 = 256 * 512 * 4 * 2;
+    struct Case {
+        what: &'static str,
+        ctx: Context,
+        ngl: u32,
+        split: [f64; 2],
+        /// Which GPUs hold a compute buffer.
+        gpus: [bool; 2],
+        work: u64,
+        output: u64,
+    }
+    let cases = [
+        Case {
+            what: "CPU only, flash attention off",
+            ctx: ctx_off,
+            ngl: 0,
+            split: [1.0, 1.0],
+            gpus: [false, false],
+            work: kq_f16,
+            output: 8000,
+        },
+        Case {
+            what: "CPU only, flash attention on, one sequence",
+            ctx: ctx_on,
+            ngl: 0,
+            split: [1.0, 1.0],
+            gpus: [false, false],
+            work: 0,
+            output: 4000,
+        },
+        Case {
+            what: "only the output layer, on GPU 0",
+            ctx: ctx_off,
+            ngl: 1,
+            split: [1.0, 1.0],
+            gpus: [true, false],
+            work: kq_f16,
+            output: 8000,
+        },
+        Case {
+            // Layers 0 and 1 on GPU 0, the output (fraction 2/3) on GPU 1.
+            what: "everything on the GPUs",
+            ctx: ctx_off,
+            ngl: 3,
+            split: [1.0, 1.0],
+            gpus: [true, true],
+            work: 0,
+            output: 8000,
+        },
+        Case {
+            what: "everything on GPU 0",
+            ctx: ctx_off,
+            ngl: 3,
+            split: [1.0, 0.0],
+            gpus: [true, false],
+            work: 0,
+            output: 8000,
+        },
+    ];
+    for k in cases {
+        let what = k.what;
+        let pl = on_gpus(k.ngl, &k.split, 0);
+        let c = compute_buffers(&p, &k.ctx, &Layout::new(&p, &pl, &two()));
+        let got: Vec<bool> = c.gpu.iter().map(|&b| b > 0).collect();
+        assert_eq!(got, k.gpus, "{what}: GPUs with a compute buffer");
+        assert_eq!((c.work, c.output), (k.work, k.output), "{what}");
+        assert!(c.cpu > 0, "{what}: the CPU always holds the graph inputs");
+        assert!(c.cpu_touched <= c.cpu, "{what}: touched within allocated");
+    }
+    // Moving every layer off the CPU shrinks its compute buffer to the inputs.
+    let cpu_of = |ngl| {
+        let pl = on_gpus(ngl, &[1.0, 1.0], 0);
+        compute_buffers(&p, &ctx_off, &Layout::new(&p, &pl, &two())).cpu
+    };
+    assert!(cpu_of(3) < cpu_of(0));
+}
+
+// ---------------------------------------------------------------------------
+// Residency, by hand.
+// ---------------------------------------------------------------------------
+
+/// The two views of the host's memory, on given buffer sizes: with mmap the
+/// plain CPU weights are file pages (mapped, not anonymous) and without it
+/// anonymous; repacked weights, the CPU's KV cache, the touched part of the
+/// compute buffer, the work and output buffers and our baseline are always
+/// anonymous; what is allocated but untouched counts only toward the
+/// allocated total, which also maps the whole file.
+#[test]
+fn residency_tells_mapped_from_anonymous() {
+    let p = tiny(false);
+    let m = machine_with(Vec::new(), RepackRules::default());
+    let pl = Placement::cpu_only();
+    let lay = Layout::new(&p, &pl, &m);
+    let w = Weights {
+        cpu_plain: 1000,
+        cpu_repack: 300,
+        map_lo: 100,
+        map_hi: 1100,
+        gpu: Vec::new(),
+        cpu_active: 0,
+        gpu_active: Vec::new(),
+    };
+    let kv = KvCache {
+        cpu: 50,
+        gpu: Vec::new(),
+    };
+    let c = ComputeBuffers {
+        cpu: 400,
+        cpu_touched: 100,
+        gpu: Vec::new(),
+        output: 8,
+        work: 7,
+    };
+    // Our baseline: the runtime and 1000 vocabulary entries' tables.
+    let base = overhead::CPU_BASE + 1000 * overhead::PER_TOKEN;
+    // Address space beyond the buffers: the base and 8 threads.
+    let virt = overhead::VIRTUAL_BASE + 8 * overhead::VIRTUAL_PER_THREAD;
+    let file = p.file_bytes();
+    // (mmap, anonymous, mapped, mapped working set, allocated)
+    let cases = [
+        (
+            true,
+            300 + 50 + 100 + 7 + 8 + base,
+            1000,
+            1000,
+            file + 300 + 50 + 400 + 7 + 8 + virt,
+        ),
+        (
+            false,
+            1000 + 300 + 50 + 100 + 7 + 8 + base,
+            0,
+            0,
+            file + 1000 + 300 + 50 + 400 + 7 + 8 + virt,
+        ),
+    ];
+    for (mmap, anonymous, mapped, working, allocated) in cases {
+        let s = Settings {
+            mmap,
+            ..Settings::default()
+        };
+        let r = residency(&p, &s, &m, &lay, &w, &kv, &c);
+        assert_eq!(r.base, base);
+        assert_eq!(
+            (r.anonymous, r.mapped, r.mapped_working, r.allocated),
+            (anonymous, mapped, working, allocated),
+            "mmap {mmap}"
+        );
+    }
+    // A GPU in use maps the CUDA runtime into the host process.
+    let pl = on_gpus(1, &[1.0], 0);
+    let with_gpu = machine_with(vec![gpu("a", 1 << 40)], RepackRules::default());
+    let lay = Layout::new(&p, &pl, &with_gpu);
+    let r = residency(&p, &Settings::default(), &with_gpu, &lay, &w, &kv, &c);
+    assert_eq!(r.base, base + overhead::CUDA_HOST);
+}
+
+// ---------------------------------------------------------------------------
+// Properties, on the synthetic shapes.
+// ---------------------------------------------------------------------------
+
+/// Every synthetic shape in every mix, profiled once.
+fn shapes() -> &'static [ModelProfile] {
     static P: OnceLock<Vec<ModelProfile>> = OnceLock::new();
     P.get_or_init(|| {
         let mut v = Vec::new();
         for s in Shape::ALL.into_iter().chain([Shape::Llama70B]) {
             for m in Mix::ALL {
-                v.push(profile::profile(&synth::build(s, m).unwrap()).unwrap());
+                let h = synth::build(s, m).expect("synthetic header builds");
+                v.push(profile::profile(&h).expect("synthetic header profiles"));
             }
         }
         v
     })
 }
 
+fn any_shape() -> impl Strategy<Value = &'static ModelProfile> {
+    (0..shapes().len()).prop_map(|i| &shapes()[i])
+}
+
+fn any_settings() -> impl Strategy<Value = Settings> {
+    (
+        prop::sample::select(vec![FlashAttn::Auto, FlashAttn::Off]),
+        prop::sample::select(vec![GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0]),
+        any::<bool>(),
+        any::<bool>(),
+        any::<bool>(),
+        prop::sample::select(vec![32u32, 512, 2048]),
+    )
+        .prop_map(
+            |(flash_attn, k, swa_full, mmap, repack, n_ubatch)| Settings {
+                flash_attn,
+                cache_type_k: k,
+                // A quantized V cache needs flash attention; keep V f16 otherwise.
+                cache_type_v: if flash_attn == FlashAttn::Off {
+                    GgmlType::F16
+                } else {
+                    k
+                },
+                swa_full,
+                mmap,
+                repack,
+                n_ubatch,
+                ..Settings::default()
+            },
+        )
+}
+
+/// One or two GPUs, a placement over them, and the build's repack rules.
+fn any_machine(n_layer_max: u32) -> impl Strategy<Value = (MachineSpec, Placement)> {
+    (
+        prop::collection::vec(1.0f64..100.0, 0..=2),
+        0..=n_layer_max + 2,
+        0..=n_layer_max,
+        any::<bool>(),
+    )
+        .prop_map(|(split, ngl, n_cpu_moe, arm)| {
+            let gpus = (0..split.len())
+                .map(|g| gpu(&format!("g{g}"), 1 << 40))
+                .collect();
+            let rules = if arm {
+                arm_rules()
+            } else {
+                RepackRules::for_cpu("x86_64", &["avx2".into()])
+            };
+            (
+                machine_with(gpus, rules),
+                Placement {
+                    n_gpu_layers: ngl,
+                    split,
+                    n_cpu_moe,
+                },
+            )
+        })
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(3000))]
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// More context never needs less KV cache, nor more sequences of the same
+    /// length per sequence.
     #[test]
-    fn split_estimate_equals_original(
-        pi in 0usize..18,
-        n_ctx in prop_oneof![1u32..70000, Just(u32::MAX)],
-        np in 0u32..300,
-        ub in 1u32..4096, b in 1u32..4096,
-        fa in 0u8..3, swa_full: bool, mmap: bool, repack: bool,
-        margin in proptest::option::of(0u64..(1 << 40)),
-        ctk in 0usize..4, ctv in 0usize..4,
-        ngl in 0u32..100, n_cpu_moe in 0u32..60,
-        gpus in proptest::collection::vec((1u64..(1u64 << 40), any::<bool>()), 0..3),
-        extra_split: bool, zero_split: bool,
-        ram in 0u64..(1u64 << 42), threads in 0u32..64, avx2: bool,
+    fn kv_grows_with_context_and_sequences(
+        p in any_shape(),
+        s in any_settings(),
+        a in 1u32..65536,
+        b in 1u32..65536,
+        n1 in 1u32..8,
+        n2 in 1u32..8,
     ) {
-        let p = &profiles()[pi];
-        let types = [GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::F32];
-        let s = Settings {
-            n_ctx: Some(n_ctx), n_batch: b, n_ubatch: ub, n_parallel: np, n_gpu_layers: None,
-            cache_type_k: types[ctk], cache_type_v: types[ctv],
-            flash_attn: [FlashAttn::Auto, FlashAttn::On, FlashAttn::Off][fa as usize],
-            swa_full, mmap, repack, margin_bytes: margin,
+        let kv = |s: &Settings, c: u32| kv_bytes_total(p, &Context::resolve(s, c));
+        let (short, long) = (a.min(b), a.max(b));
+        prop_assert!(kv(&s, short) <= kv(&s, long), "{short} vs {long}");
+        let (few, many) = (n1.min(n2), n1.max(n2));
+        let per_seq = short.min(8192);
+        let seqs = |n: u32| Settings { n_parallel: n, ..s.clone() };
+        prop_assert!(
+            kv(&seqs(few), per_seq * few) <= kv(&seqs(many), per_seq * many),
+            "{few} vs {many} sequences of {per_seq}"
+        );
+    }
+
+    /// The weights (and what each device reads per token) do not depend on
+    /// the context; the KV cache and compute buffers do.
+    #[test]
+    fn weights_do_not_depend_on_the_context(
+        p in any_shape(),
+        s in any_settings(),
+        (m, pl) in any_machine(80),
+        a in 1u32..65536,
+        b in 1u32..65536,
+    ) {
+        let at = |c| estimate(p, &s, &Context::resolve(&s, c), &pl, &m);
+        let (ea, eb) = (at(a), at(b));
+        let weights = |e: &Estimate| -> Vec<u64> { e.devices.iter().map(|d| d.weights_bytes).collect() };
+        prop_assert_eq!(weights(&ea), weights(&eb));
+        prop_assert_eq!(&ea.active_bytes, &eb.active_bytes);
+        prop_assert_eq!(ea.mapped_bytes, eb.mapped_bytes);
+    }
+
+    /// Placement moves bytes between devices without losing any: the KV
+    /// cache per device sums to the model's, and the bytes read per token sum
+    /// to the same whatever the placement (a tied output's GPU copy replaces
+    /// the CPU's reads of the embedding).
+    #[test]
+    fn placement_conserves_kv_and_active_bytes(
+        p in any_shape(),
+        s in any_settings(),
+        (m, pl) in any_machine(80),
+        c in 1u32..65536,
+    ) {
+        let ctx = Context::resolve(&s, c);
+        let lay = Layout::new(p, &pl, &m);
+        let kv = kv_per_device(p, &ctx, &pl, &lay);
+        prop_assert_eq!(sum([kv.cpu, kv.gpu.iter().copied().fold(0, u64::saturating_add)]), kv_bytes_total(p, &ctx));
+        let read = |pl: &Placement| -> u64 {
+            let w = weights_of(p, pl, &m, s.repack);
+            w.cpu_active + w.gpu_active.iter().sum::<u64>()
         };
-        let ctx = Context::resolve(&s, n_ctx);
-        let mut split: Vec<f64> = gpus.iter().map(|g| g.0 as f64).collect();
-        if extra_split && p.output.is_some() { split.push(1e9); }
-        if zero_split { split.iter_mut().for_each(|x| *x = 0.0); }
-        let pl = Placement { n_gpu_layers: ngl, split, n_cpu_moe };
-        let m = MachineSpec {
-            gpus: gpus.iter().enumerate().map(|(i, g)| GpuSpec {
-                name: format!("g{i}"),
-                kind: if g.1 { DeviceKind::Gpu } else { DeviceKind::Unified },
-                budget_bytes: g.0,
-            }).collect(),
-            repack: if avx2 { RepackRules::for_cpu("x86_64", &["avx2".into()]) } else { RepackRules::default() },
-            ram_budget_bytes: ram, alloc_limit_bytes: None, threads,
+        prop_assert_eq!(read(&pl), read(&Placement::cpu_only()));
+    }
+
+    /// More layers on one GPU never add CPU weights nor CPU KV cache.
+    #[test]
+    fn more_gpu_layers_never_add_to_the_cpu(
+        p in any_shape(),
+        s in any_settings(),
+        a in 0u32..82,
+        b in 0u32..82,
+        moe in 0u32..50,
+        c in 1u32..32768,
+    ) {
+        let m = machine_with(vec![gpu("g", 1 << 40)], RepackRules::default());
+        let ctx = Context::resolve(&s, c);
+        let cpu = |ngl| {
+            let e = estimate(p, &s, &ctx, &on_gpus(ngl, &[1.0], moe), &m);
+            (e.devices[0].weights_bytes, e.devices[0].kv_bytes)
         };
-        prop_assert_eq!(estimate(p, &s, &ctx, &pl, &m), estimate_orig(p, &s, &ctx, &pl, &m));
+        let (few, many) = (cpu(a.min(b)), cpu(a.max(b)));
+        prop_assert!(many.0 <= few.0 && many.1 <= few.1, "{few:?} vs {many:?}");
+    }
+
+    /// Every device's total is the sum of its parts, or saturated at u64::MAX.
+    #[test]
+    fn totals_are_the_sum_of_their_parts_or_saturated(
+        p in any_shape(),
+        s in any_settings(),
+        (m, pl) in any_machine(80),
+        c in prop_oneof![1u32..65536, Just(u32::MAX)],
+        n_parallel in prop_oneof![Just(1u32), 1u32..=256],
+    ) {
+        let s = Settings { n_parallel, ..s };
+        let e = estimate(p, &s, &Context::resolve(&s, c), &pl, &m);
+        for d in &e.devices {
+            let parts = [d.weights_bytes, d.kv_bytes, d.compute_bytes, d.overhead_bytes, d.margin_bytes]
+                .iter()
+                .map(|&x| u128::from(x))
+                .sum::<u128>();
+            let want = u64::try_from(parts).unwrap_or(u64::MAX);
+            prop_assert_eq!(d.total_bytes, want, "{}", d.name);
+            let buffers = d.buffers.iter().map(|b| u128::from(b.model_bytes)).sum::<u128>();
+            prop_assert_eq!(u64::try_from(buffers).unwrap_or(u64::MAX), d.weights_bytes, "{} weights by buffer", d.name);
+        }
+    }
+
+    /// The compute buffers grow with the context (masks and KQ span it).
+    #[test]
+    fn compute_grows_with_the_context(
+        p in any_shape(),
+        s in any_settings(),
+        (m, pl) in any_machine(80),
+        a in 1u32..65536,
+        b in 1u32..65536,
+    ) {
+        let lay = Layout::new(p, &pl, &m);
+        let at = |c| compute_buffers(p, &Context::resolve(&s, c), &lay);
+        let (short, long) = (at(a.min(b)), at(a.max(b)));
+        prop_assert!(short.cpu <= long.cpu);
+        for (x, y) in short.gpu.iter().zip(&long.gpu) {
+            prop_assert!(x <= y);
+        }
     }
 }
