@@ -24,12 +24,14 @@ use std::path::{Path, PathBuf};
 const LLAMA_SYS_VERSION: &str = "0.1.160";
 
 /// The shim's sources (compiled: the `.cpp` ones).
-const SHIM_FILES: [&str; 5] = [
+const SHIM_FILES: [&str; 7] = [
     "accounting.cpp",
     "quant.cpp",
     "vocab.cpp",
+    "template.cpp",
     "accounting.h",
     "shim_log.h",
+    "shim_guard.h",
 ];
 
 /// Files that prove a directory is a llama.cpp source tree with what the shim needs.

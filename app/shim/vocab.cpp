@@ -8,32 +8,10 @@
 // exceptions"), taking the chat's terminal with it. Here it stops.
 
 #include "llama.h"
+#include "shim_guard.h"
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <exception>
-
-namespace {
-
-// Runs `call`; returns 0, or 1 with the exception's message in err.
-template <typename F> int guarded(F && call, char * err, size_t err_len) {
-    const char * what = nullptr;
-    try {
-        call();
-        return 0;
-    } catch (const std::exception & e) {
-        what = e.what();
-    } catch (...) {
-        what = "an unknown C++ exception";
-    }
-    if (err != nullptr && err_len > 0) {
-        std::snprintf(err, err_len, "%s", what);
-    }
-    return 1;
-}
-
-}  // namespace
 
 extern "C" {
 
@@ -42,7 +20,7 @@ extern "C" {
 int hr_tokenize(const llama_vocab * vocab, const char * text, int32_t text_len, llama_token * tokens,
                 int32_t n_tokens_max, bool add_special, bool parse_special, int32_t * result, char * err,
                 size_t err_len) {
-    return guarded(
+    return hr::guarded(
         [&] { *result = llama_tokenize(vocab, text, text_len, tokens, n_tokens_max, add_special, parse_special); },
         err, err_len);
 }
@@ -51,8 +29,8 @@ int hr_tokenize(const llama_vocab * vocab, const char * text, int32_t text_len, 
 // when llama.cpp threw (the reason in err).
 int hr_token_to_piece(const llama_vocab * vocab, llama_token token, char * buf, int32_t length, int32_t lstrip,
                       bool special, int32_t * result, char * err, size_t err_len) {
-    return guarded([&] { *result = llama_token_to_piece(vocab, token, buf, length, lstrip, special); }, err,
-                   err_len);
+    return hr::guarded([&] { *result = llama_token_to_piece(vocab, token, buf, length, lstrip, special); }, err,
+                       err_len);
 }
 
 }  // extern "C"

@@ -16,6 +16,7 @@ mod ffi;
 pub mod log;
 pub mod params;
 pub mod quant;
+pub mod template;
 pub mod usage;
 pub mod vocab;
 
