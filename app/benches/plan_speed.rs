@@ -97,7 +97,7 @@ fn run() -> Result<bool> {
     let synth_path = dir.path().join("llama-8b-q4_k_m.gguf");
     synth::write_sparse(&synth_path, Shape::Llama8B, Mix::Q4KM)
         .context("writing the sparse synthetic Llama 8B")?;
-    let demo = headroom::demo::demo_model()
+    let demo = headroom::source::demo::demo_model()
         .context("the test model (run `headroom demo-model` to fetch it)")?;
     let cases = [
         Case {
@@ -186,7 +186,7 @@ fn cpu_machine() -> Result<HardwareSnapshot> {
 
 /// headroom's planning as `headroom plan` does it: header read, profile, solve.
 fn plan_once(path: &Path, s: &Settings, machine: &HardwareSnapshot) -> Result<()> {
-    let profile = headroom::commands::load_profile(path)?;
+    let profile = headroom::source::load_profile(path)?;
     let plan = solve::plan(
         &profile,
         &path.display().to_string(),
@@ -232,7 +232,7 @@ fn cli_once(cli: &Path, model: &Path) -> Result<()> {
         .with_context(|| format!("running {}", cli.display()))?;
     // Exit 3 means "does not fit": still a completed plan, so still timed.
     let code = out.status.code();
-    if code != Some(0) && code != Some(i32::from(headroom::commands::EXIT_DOES_NOT_FIT)) {
+    if code != Some(0) && code != Some(i32::from(headroom::error::EXIT_DOES_NOT_FIT)) {
         bail!(
             "`headroom plan {}` failed ({}): {}",
             model.display(),

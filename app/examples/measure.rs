@@ -43,10 +43,10 @@ fn main() -> Result<()> {
         mmap,
         ..Settings::default()
     };
-    let profile = headroom::commands::load_profile(std::path::Path::new(path))?;
+    let profile = headroom::source::load_profile(std::path::Path::new(path))?;
     let hw = headroom_planner::hw::probe(&headroom_planner::hw::ProbeOptions {
         measure_bandwidth: true,
-        cache_dir: headroom::demo::cache_dir().ok(),
+        cache_dir: headroom::files::cache_dir().ok(),
     });
     let plan = solve::plan(&profile, path, &settings, &hw, Build { gpu: false });
 

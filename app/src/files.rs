@@ -170,6 +170,34 @@ pub fn update(path: &Path, edit: impl FnOnce(Option<Vec<u8>>) -> Result<Vec<u8>>
     // The lock is released when `lock` is closed.
 }
 
+/// headroom's cache directory: `$HEADROOM_CACHE_DIR`, else the XDG cache
+/// directory (`~/.cache/headroom`).
+///
+/// # Errors
+/// When no home directory can be found and no override is set.
+pub fn cache_dir() -> Result<PathBuf> {
+    if let Some(dir) = std::env::var_os("HEADROOM_CACHE_DIR") {
+        return Ok(PathBuf::from(dir));
+    }
+    directories::ProjectDirs::from("", "", "headroom")
+        .map(|d| d.cache_dir().to_path_buf())
+        .context("no home directory to put headroom's cache in (set HEADROOM_CACHE_DIR)")
+}
+
+/// headroom's data directory (the calibration log, verified catalog facts):
+/// `$HEADROOM_DATA_DIR`, else the XDG data directory.
+///
+/// # Errors
+/// No home directory and no `HEADROOM_DATA_DIR`.
+pub fn data_dir() -> Result<PathBuf> {
+    if let Some(dir) = std::env::var_os("HEADROOM_DATA_DIR") {
+        return Ok(PathBuf::from(dir));
+    }
+    directories::ProjectDirs::from("", "", "headroom")
+        .map(|d| d.data_dir().to_path_buf())
+        .context("no home directory for headroom's data (set HEADROOM_DATA_DIR)")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

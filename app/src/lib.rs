@@ -1,23 +1,20 @@
-//! The `headroom` application: command-line front end, llama.cpp glue and
-//! output rendering around the pure `headroom-planner` library.
+//! The `headroom` application, in folders that follow the data path:
+//! `source` (MODEL → GGUF header → profile, the hub) and `catalog` feed the
+//! planner; `runner` (preflight, the load, the engine, templates,
+//! measurement) executes a plan on `llama` (llama.cpp and the C++ shim);
+//! `render` and `tui` show results; `cli` is what was typed; `commands` is a
+//! thin leaf that nothing imports.
 //!
 //! Kept as a library beside the thin `main.rs` so integration tests and
 //! benchmarks can reach the llama.cpp accounting shim and the demo-model cache.
 
-pub mod calibration;
 pub mod catalog;
-pub mod chat;
 pub mod cli;
 pub mod commands;
-pub mod demo;
+pub mod error;
 pub mod files;
-pub mod hub;
 pub mod llama;
-pub mod measure;
-pub mod modelref;
-pub mod pull;
-pub mod remote;
 pub mod render;
 pub mod runner;
-pub mod split;
-pub mod template;
+pub mod source;
+pub mod tui;

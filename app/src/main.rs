@@ -27,7 +27,7 @@ fn main() -> ExitCode {
             }
             let _ = std::io::stdout().flush();
             eprintln!("headroom: error: {err:#}");
-            ExitCode::from(headroom::commands::exit_code_for(&err))
+            ExitCode::from(headroom::error::exit_code_for(&err))
         }
     }
 }

@@ -19,7 +19,21 @@ mod curve;
 mod hostile;
 #[path = "cli/hw.rs"]
 mod hw;
+#[path = "cli/layers.rs"]
+mod layers;
 #[path = "cli/plan.rs"]
 mod plan;
 #[path = "cli/quant.rs"]
 mod quant;
+#[path = "cli/fit.rs"]
+mod fit;
+#[path = "cli/list.rs"]
+mod list;
+#[path = "cli/catalog.rs"]
+mod catalog;
+#[path = "cli/accounting_quant.rs"]
+mod accounting_quant;
+#[path = "cli/accounting_smoke.rs"]
+mod accounting_smoke;
+#[path = "cli/planner_vs_llama.rs"]
+mod planner_vs_llama;

@@ -30,3 +30,9 @@ mod refuse;
 mod support;
 #[path = "run/usage.rs"]
 mod usage;
+#[path = "run/run_load.rs"]
+mod run_load;
+#[path = "run/soak.rs"]
+mod soak;
+#[path = "run/template.rs"]
+mod template;

@@ -11,16 +11,50 @@ use crate::gguf::GgmlType;
 /// Version of the `plan --json` object layout.
 pub const SCHEMA_VERSION: u32 = 1;
 
-/// Flash attention, as llama.cpp's `--flash-attn` takes it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// Flash attention, as llama.cpp's `--flash-attn` takes it: the one type for
+/// it, from the command line through the plan to llama.cpp's parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FlashAttn {
-    /// llama.cpp enables it when every backend supports it with the chosen cache types.
+    /// llama.cpp decides at context creation, fused where every layer's
+    /// attention can run fused on its device (its default).
+    #[default]
     Auto,
-    /// Forced on.
+    /// Forced on (required for a quantized V cache).
     On,
-    /// Forced off.
+    /// Forced off: the compute graph materialises the KQ matrix.
     Off,
+}
+
+impl FlashAttn {
+    /// Every value, in the order `--help` lists them.
+    pub const ALL: [FlashAttn; 3] = [FlashAttn::Auto, FlashAttn::On, FlashAttn::Off];
+
+    /// llama.cpp's spelling (`-fa auto|on|off`).
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FlashAttn::Auto => "auto",
+            FlashAttn::On => "on",
+            FlashAttn::Off => "off",
+        }
+    }
+}
+
+/// A `--flash-attn` value that is not auto, on or off.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?}: flash attention is auto, on or off")]
+pub struct UnknownFlashAttn(pub String);
+
+impl std::str::FromStr for FlashAttn {
+    type Err = UnknownFlashAttn;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|f| f.as_str().eq_ignore_ascii_case(s))
+            .ok_or_else(|| UnknownFlashAttn(s.to_string()))
+    }
 }
 
 /// What the user asked for. Defaults are llama.cpp's command-line defaults.
@@ -52,12 +86,18 @@ pub struct Settings {
     pub margin_bytes: Option<u64>,
 }
 
+/// llama.cpp's default logical batch (`-b`, `common/common.h`): defined once
+/// here for the planner, the command line and the load.
+pub const DEFAULT_N_BATCH: u32 = 2048;
+/// llama.cpp's default physical batch (`-ub`).
+pub const DEFAULT_N_UBATCH: u32 = 512;
+
 impl Default for Settings {
     fn default() -> Self {
         Self {
             n_ctx: None,
-            n_batch: 2048,
-            n_ubatch: 512,
+            n_batch: DEFAULT_N_BATCH,
+            n_ubatch: DEFAULT_N_UBATCH,
             n_parallel: 1,
             n_gpu_layers: None,
             cache_type_k: GgmlType::F16,

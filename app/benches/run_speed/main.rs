@@ -114,7 +114,7 @@ impl Config {
         };
         let model = match std::env::var_os("HEADROOM_BENCH_MODEL") {
             Some(p) => PathBuf::from(p),
-            None => headroom::demo::demo_model()
+            None => headroom::source::demo::demo_model()
                 .context("the test model (run `headroom demo-model` to fetch it)")?,
         };
         Ok(Self {

@@ -161,7 +161,7 @@ pub fn plan_profile(
     let q = &e.quants[index];
     let reference = format!("{}:{}", q.repo, q.name);
     let mut plan = solve::plan(p, &reference, settings, hw, build);
-    plan.llama_cpp = crate::commands::llama_cpp_version();
+    plan.llama_cpp = crate::llama::llama_cpp_version();
     // The file is not on disk: llama.cpp fetches the same quantization with -hf.
     if plan.llama_args.first().map(String::as_str) == Some("-m") {
         plan.llama_args[0] = "-hf".into();

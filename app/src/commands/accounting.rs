@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use headroom_planner::hw::format_size;
 
-use super::resolve_models;
+use crate::source::resolve_models;
 use crate::cli::LlamaAccountingArgs;
 use crate::llama::{self, AccountingParams};
 
@@ -24,7 +24,7 @@ pub fn run(args: &LlamaAccountingArgs) -> Result<ExitCode> {
     let models: Vec<String> = args.model.iter().cloned().collect();
     let path = resolve_models(&models)?.remove(0);
     // Validate the header ourselves first: llama.cpp may abort on hostile files.
-    super::load_profile(&path)?;
+    crate::source::load_profile(&path)?;
     let n_ctx = settings.n_ctx.unwrap_or(4096);
     let ngl = settings
         .n_gpu_layers

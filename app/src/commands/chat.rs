@@ -1,6 +1,6 @@
 //! `headroom chat`: plan (exactly as `run` does: refusal, nearest fit,
 //! llama.cpp's own accounting), then hand over to the terminal chat in
-//! [`crate::chat`]. A refused plan is shown in the chat screen with the
+//! [`crate::tui`]. A refused plan is shown in the chat screen with the
 //! nearest plan that fits, which the person may start from there.
 //!
 //! Exit codes: 0 after quitting, 1 when the model could not be loaded, 2 bad
@@ -14,11 +14,11 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use headroom_planner::hw::{HardwareSnapshot, format_size};
 
-use super::prepare::{Decision, checked_spec, decide, describe_nearest};
 use super::run::template_choice;
-use super::{EXIT_DOES_NOT_FIT, UsageError};
-use crate::chat::worker::WorkerConfig;
-use crate::chat::{App, Mode, Options, Outcome, PlanInfo, Start, Theme};
+use super::{EXIT_DOES_NOT_FIT, UsageError, preflight};
+use crate::runner::preflight::{Decision, checked_spec, describe_nearest};
+use crate::tui::worker::WorkerConfig;
+use crate::tui::{App, Mode, Options, Outcome, PlanInfo, Start, Theme};
 use crate::cli::{ChatArgs, MachineArgs};
 
 /// Exit code after SIGTERM or SIGHUP (128 + SIGTERM).
@@ -43,7 +43,7 @@ pub fn run(args: &ChatArgs, machine: &MachineArgs, _verbose: u8) -> Result<ExitC
     }
     let opts = args.sampling.options().map_err(usage)?;
     if let Some(n) = args.sampling.oom_score_adj {
-        crate::measure::set_oom_score_adj(n)?;
+        crate::runner::measure::set_oom_score_adj(n)?;
     }
     let choice = template_choice(&args.sampling, false)?;
     let threads = |hw: &HardwareSnapshot| {
@@ -58,7 +58,7 @@ pub fn run(args: &ChatArgs, machine: &MachineArgs, _verbose: u8) -> Result<ExitC
     let size = crossterm::terminal::size().unwrap_or((80, 24));
     let reserve = opts.n_predict.map_or(DEFAULT_RESERVE, |n| n as usize);
 
-    let (mut app, start) = match decide(args.model.as_deref(), &args.ctx, &args.sampling, machine)?
+    let (mut app, start) = match preflight(args.model.as_deref(), &args.ctx, &args.sampling, machine)?
     {
         Decision::Ready(d) => {
             let info = PlanInfo::from_plan(&d.plan, d.warnings);
@@ -102,14 +102,14 @@ pub fn run(args: &ChatArgs, machine: &MachineArgs, _verbose: u8) -> Result<ExitC
     app.system.clone_from(&args.sampling.system);
     app.reserve = reserve;
 
-    let log = crate::demo::cache_dir().ok().map(|d| d.join("chat.log"));
+    let log = crate::files::cache_dir().ok().map(|d| d.join("chat.log"));
     let options = Options {
         log: std::env::var_os("HEADROOM_CHAT_LOG")
             .map(PathBuf::from)
             .or(log),
         latency_log: std::env::var_os("HEADROOM_CHAT_LATENCY_LOG").map(PathBuf::from),
     };
-    let outcome = crate::chat::run(app, start, &options)?;
+    let outcome = crate::tui::run(app, start, &options)?;
     let log_note = options
         .log
         .as_ref()
@@ -119,7 +119,7 @@ pub fn run(args: &ChatArgs, machine: &MachineArgs, _verbose: u8) -> Result<ExitC
         Outcome::Quit => {
             eprintln!(
                 "headroom: chat ended; peak RSS {}{log_note}",
-                format_size(crate::measure::peak_rss_bytes())
+                format_size(crate::runner::measure::peak_rss_bytes())
             );
             Ok(ExitCode::SUCCESS)
         }

@@ -15,7 +15,7 @@ use headroom_planner::plan::{Plan, Verdict};
 use headroom_planner::synth::facts::ArchFacts;
 use serde::Serialize;
 
-use super::{EXIT_DOES_NOT_FIT, UsageError, build_for, hardware};
+use super::{EXIT_DOES_NOT_FIT, UsageError, hardware};
 use crate::catalog::fit::{self as rank, QuantRow, Query, Row};
 use crate::catalog::plan::ArchBasis;
 use crate::catalog::{Catalog, Entry, USES};
@@ -30,7 +30,7 @@ pub fn run(args: &FitArgs, machine: &MachineArgs) -> Result<ExitCode> {
     let mut catalog = crate::catalog::load(args.catalog.as_deref())?;
     overlay_verified(&mut catalog);
     let hw = hardware(machine)?;
-    let build = build_for(machine);
+    let build = machine.build();
     let mut out = std::io::stdout().lock();
     match &args.model {
         Some(id) => {
@@ -81,7 +81,7 @@ pub fn run(args: &FitArgs, machine: &MachineArgs) -> Result<ExitCode> {
 /// ones. An unreadable record only costs that precision, so it is logged,
 /// not fatal.
 fn overlay_verified(catalog: &mut Catalog) {
-    use crate::remote::verified;
+    use crate::source::hub::verified;
     match verified::default_path().and_then(|p| verified::load(&p)) {
         Ok(facts) => {
             verified::overlay(catalog, &facts);

@@ -20,7 +20,7 @@ pub fn run(args: &HwArgs, machine: &MachineArgs) -> Result<ExitCode> {
         let mut v = serde_json::to_value(&hw)?;
         if let Some(obj) = v.as_object_mut() {
             obj.insert("ram_budget_bytes".into(), hw.ram.budget_bytes().into());
-            obj.insert("gpu_build".into(), super::gpu_build().into());
+            obj.insert("gpu_build".into(), crate::llama::gpu_build().into());
             obj.insert("schema_version".into(), 1.into());
         }
         writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
@@ -109,7 +109,7 @@ pub fn run(args: &HwArgs, machine: &MachineArgs) -> Result<ExitCode> {
     writeln!(
         out,
         "build    {}",
-        if super::gpu_build() {
+        if crate::llama::gpu_build() {
             "GPU backends available"
         } else {
             "CPU only"

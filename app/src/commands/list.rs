@@ -11,17 +11,17 @@ use comfy_table::{CellAlignment, Table};
 use headroom_planner::plan::Plan;
 use headroom_planner::solve;
 
-use super::{UsageError, build_for, hardware};
+use super::{UsageError, hardware};
 use crate::cli::{ListArgs, MachineArgs};
-use crate::hub::HubEnv;
-use crate::pull::local::{self, LocalModel, Partial, Source};
-use crate::pull::progress::size;
+use crate::source::hub::HubEnv;
+use crate::source::hub::local::{self, LocalModel, Partial, Source};
+use crate::source::hub::progress::size;
 use crate::render;
 
 /// One listed model and its plan (or why it could not be planned).
 struct Row {
     model: LocalModel,
-    plan: Result<Plan, String>,
+    plan: Result<Plan>,
 }
 
 /// Run `headroom list`.
@@ -34,7 +34,7 @@ pub fn run(args: &ListArgs, machine: &MachineArgs) -> Result<ExitCode> {
         .settings()
         .map_err(|e| UsageError(format!("{e:#}")))?;
     let hw = hardware(machine)?;
-    let build = build_for(machine);
+    let build = machine.build();
     let mut models = Vec::new();
     let mut partials: Vec<Partial> = Vec::new();
     if let Ok(env) = HubEnv::from_env() {
@@ -42,7 +42,7 @@ pub fn run(args: &ListArgs, machine: &MachineArgs) -> Result<ExitCode> {
         models.extend(m);
         partials.extend(p);
     }
-    if let Ok(dir) = crate::demo::cache_dir() {
+    if let Ok(dir) = crate::files::cache_dir() {
         models.extend(local::scan_dir(&dir.join("models")));
     }
     for dir in &args.models_dir {
@@ -57,13 +57,12 @@ pub fn run(args: &ListArgs, machine: &MachineArgs) -> Result<ExitCode> {
         .into_iter()
         .map(|model| {
             let plan = if model.missing_parts > 0 {
-                Err(format!("{} parts missing", model.missing_parts))
+                Err(anyhow::anyhow!("{} parts missing", model.missing_parts))
             } else {
-                super::load_profile(&model.path)
+                crate::source::load_profile(&model.path)
                     .map(|p| {
                         solve::plan(&p, &model.path.display().to_string(), &settings, &hw, build)
                     })
-                    .map_err(|e| format!("{e:#}"))
             };
             Row { model, plan }
         })
@@ -91,7 +90,7 @@ pub fn run(args: &ListArgs, machine: &MachineArgs) -> Result<ExitCode> {
         for r in &rows {
             let here = match &r.plan {
                 Ok(p) => render::summary(p),
-                Err(e) => format!("unreadable: {}", e.chars().take(60).collect::<String>()),
+                Err(e) => format!("unreadable: {}", format!("{e:#}").chars().take(60).collect::<String>()),
             };
             t.add_row(vec![
                 r.model.name.clone(),
@@ -142,7 +141,7 @@ fn json_row(r: &Row) -> serde_json::Value {
         Err(e) => {
             v["quant"] = serde_json::Value::Null;
             v["verdict"] = serde_json::Value::Null;
-            v["error"] = serde_json::json!(e);
+            v["error"] = serde_json::json!(format!("{e:#}"));
         }
     }
     v

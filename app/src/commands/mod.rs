@@ -1,5 +1,6 @@
-//! Subcommand dispatch, the shared model and hardware resolution, and the
-//! mapping from errors to exit codes.
+//! One short file per subcommand: turn the validated request into calls of
+//! the stages (`source`, `runner`, `render`, `tui`) and an exit code. Nothing
+//! imports this module but `main`.
 
 mod accounting;
 mod catalog;
@@ -8,28 +9,18 @@ pub mod fit;
 mod hw;
 mod list;
 mod plan;
-pub mod prepare;
 mod pull;
 pub mod run;
 
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, bail};
+use anyhow::Result;
 use headroom_planner::hw::{self as phw, HardwareSnapshot, ProbeOptions};
-use headroom_planner::profile::{self, ModelProfile};
 
-use crate::cli::{Cli, Command, MachineArgs};
+use crate::cli::{Cli, Command, ContextArgs, GenArgs, MachineArgs};
+use crate::runner::preflight::{self, Decision, Request};
 
-/// Exit code: the plan does not fit.
-pub const EXIT_DOES_NOT_FIT: u8 = 3;
-/// Exit code: bad usage.
-pub const EXIT_USAGE: u8 = 2;
-
-/// An error that is the user's way of calling us, not a failure (exit 2).
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct UsageError(pub String);
+pub use crate::error::{EXIT_DOES_NOT_FIT, UsageError};
 
 /// Run the parsed command.
 ///
@@ -47,22 +38,9 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::List(args) => list::run(&args, &cli.machine),
         Command::Catalog(args) => catalog::run(&args),
         Command::DemoModel => {
-            println!("{}", crate::demo::demo_model()?.display());
+            println!("{}", crate::source::demo::demo_model()?.display());
             Ok(ExitCode::SUCCESS)
         }
-    }
-}
-
-/// The exit code for an error.
-#[must_use]
-pub fn exit_code_for(err: &anyhow::Error) -> u8 {
-    if err
-        .chain()
-        .any(|c| c.downcast_ref::<UsageError>().is_some())
-    {
-        EXIT_USAGE
-    } else {
-        1
     }
 }
 
@@ -79,150 +57,52 @@ pub fn hardware(machine: &MachineArgs) -> Result<HardwareSnapshot> {
         Some(path) => phw::load_profile(&path)?,
         None => phw::probe(&ProbeOptions {
             measure_bandwidth: true,
-            cache_dir: crate::demo::cache_dir().ok(),
+            cache_dir: crate::files::cache_dir().ok(),
         }),
     };
     phw::apply_overrides(base, &overrides).map_err(|e| UsageError(e.to_string()).into())
 }
 
-/// The build the plan is for: this binary's backends, or, when planning for
-/// another machine (`--vram`, `--hw`), a build that can use its GPUs.
-#[must_use]
-pub fn build_for(machine: &MachineArgs) -> headroom_planner::solve::Build {
-    headroom_planner::solve::Build {
-        gpu: gpu_build() || machine.vram.is_some() || machine.hw_file.is_some(),
-    }
-}
-
-/// Resolve MODEL arguments to GGUF files: paths, directories of GGUF files,
-/// or `demo` (also when none is given).
+/// Resolve MODEL and the machine, then plan, guard and cross-check the load
+/// (`run` and `chat`).
 ///
 /// # Errors
-/// A missing file, or a directory without GGUF files.
-pub fn resolve_models(models: &[String]) -> Result<Vec<PathBuf>> {
-    if models.is_empty() {
-        return Ok(vec![crate::demo::demo_model()?]);
+/// Bad options, an unreadable model, or llama.cpp's accounting failing.
+pub fn preflight(
+    model: Option<&str>,
+    ctx: &ContextArgs,
+    gen_args: &GenArgs,
+    machine: &MachineArgs,
+) -> Result<Decision> {
+    let settings = ctx.settings().map_err(|e| UsageError::from_chain(&e))?;
+    let hw = hardware(machine)?;
+    let models: Vec<String> = model.map(str::to_string).into_iter().collect();
+    let paths = crate::source::resolve_models(&models)?;
+    let [path] = paths.as_slice() else {
+        return Err(UsageError(format!(
+            "{}: a directory of {} GGUF files; give one file",
+            model.unwrap_or("demo"),
+            paths.len()
+        ))
+        .into());
+    };
+    let profile = crate::source::load_profile(path)?;
+    let mut decision = preflight::decide(Request {
+        path,
+        profile: &profile,
+        settings: &settings,
+        hw,
+        force: gen_args.force,
+        threads: gen_args.threads,
+        siblings: &crate::source::siblings,
+    })?;
+    let vram_asked = machine.vram.as_deref().is_some_and(|v| v != "0");
+    if let Decision::Ready(go) = &mut decision
+        && vram_asked
+        && !crate::llama::gpu_build()
+    {
+        go.warnings
+            .insert(0, "this build has no GPU backend: --vram is ignored when running".to_string());
     }
-    let mut out = Vec::new();
-    for m in models {
-        if m == "demo" {
-            out.push(crate::demo::demo_model()?);
-            continue;
-        }
-        let path = Path::new(m);
-        if path.is_dir() {
-            let mut found: Vec<PathBuf> = std::fs::read_dir(path)
-                .with_context(|| format!("reading directory {m}"))?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| {
-                    // Models only: no projectors, split sets by their first part.
-                    p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
-                        crate::modelref::is_model_file(n)
-                            && crate::modelref::split_part(n).is_none_or(|s| s.index == 1)
-                    })
-                })
-                .collect();
-            if found.is_empty() {
-                bail!("{m}: no .gguf files in this directory");
-            }
-            found.sort();
-            out.extend(found);
-        } else if path.exists() {
-            out.push(path.to_path_buf());
-        } else {
-            out.push(resolve_named(m)?);
-        }
-    }
-    Ok(out)
-}
-
-/// A MODEL that is not on disk: `org/repo[:QUANT]` or a catalog id, as
-/// downloaded into the Hugging Face cache.
-fn resolve_named(m: &str) -> Result<PathBuf> {
-    use crate::modelref::{self, ModelArg};
-    match modelref::classify(m)? {
-        ModelArg::Hub(h) => crate::pull::downloaded(&h),
-        ModelArg::Catalog { id, quant } => {
-            crate::pull::downloaded(&modelref::catalog_ref(&id, quant.as_deref())?)
-        }
-        ModelArg::Path(p) => Ok(p),
-        ModelArg::Demo => crate::demo::demo_model(),
-    }
-}
-
-/// MODEL arguments as `plan` takes them, each with its label and profile:
-/// files and directories (as [`resolve_models`]), and models on the hub
-/// (`org/repo[:QUANT]`, catalog ids), planned from their GGUF header alone
-/// when they are not downloaded.
-///
-/// # Errors
-/// As [`resolve_models`] and [`load_profile`]; a hub that refuses.
-pub fn plan_inputs(
-    models: &[String],
-    target: crate::pull::choose::Target<'_>,
-) -> Result<Vec<(String, ModelProfile)>> {
-    use crate::modelref::{self, ModelArg};
-    let mut out = Vec::new();
-    for m in models {
-        if !Path::new(m).exists() {
-            let hub = match modelref::classify(m) {
-                Ok(ModelArg::Hub(h)) => Some(h),
-                Ok(ModelArg::Catalog { id, quant }) => {
-                    Some(modelref::catalog_ref(&id, quant.as_deref())?)
-                }
-                _ => None,
-            };
-            if let Some(h) = hub {
-                let input = crate::pull::plan_input(&h, target)?;
-                if input.header_bytes > 0 {
-                    eprintln!(
-                        "headroom: {h}: planned from its GGUF header alone ({} read of {})",
-                        crate::pull::progress::size(input.header_bytes),
-                        crate::pull::progress::size(input.size)
-                    );
-                }
-                out.push((input.label, input.profile));
-                continue;
-            }
-        }
-        let paths = resolve_models(std::slice::from_ref(m))?;
-        for p in paths {
-            let profile = load_profile(&p)?;
-            out.push((p.display().to_string(), profile));
-        }
-    }
-    if models.is_empty() {
-        let p = crate::demo::demo_model()?;
-        let profile = load_profile(&p)?;
-        out.push((p.display().to_string(), profile));
-    }
-    Ok(out)
-}
-
-/// Read a model's header (never its weights) and build its profile.
-///
-/// # Errors
-/// An unreadable or invalid GGUF, named with its path.
-pub fn load_profile(path: &Path) -> Result<ModelProfile> {
-    // A split model is read from its first part: every part's header, merged.
-    let header = crate::split::read_local(path).with_context(|| format!("{}", path.display()))?;
-    if let Some(key) = header.nested_array_key() {
-        bail!(
-            "{}: metadata key '{key}' holds nested arrays, which llama.cpp cannot load",
-            path.display()
-        );
-    }
-    profile::profile(&header).with_context(|| format!("{}: invalid model", path.display()))
-}
-
-/// The llama.cpp build this binary links (the vendored llama-cpp-sys-2 version).
-#[must_use]
-pub fn llama_cpp_version() -> String {
-    "llama-cpp-sys-2 0.1.160".to_string()
-}
-
-/// Whether this build can use GPUs.
-#[must_use]
-pub fn gpu_build() -> bool {
-    cfg!(any(feature = "cuda", feature = "vulkan", feature = "metal"))
+    Ok(decision)
 }

@@ -9,7 +9,9 @@ use anyhow::Result;
 use headroom_planner::plan::Plan;
 use headroom_planner::solve::{self, Build};
 
-use super::{EXIT_DOES_NOT_FIT, build_for, hardware, llama_cpp_version, plan_inputs};
+use super::{EXIT_DOES_NOT_FIT, hardware};
+use crate::llama::llama_cpp_version;
+use crate::source::plan_inputs;
 use crate::cli::{MachineArgs, PlanArgs};
 use crate::render;
 
@@ -23,8 +25,8 @@ pub fn run(args: &PlanArgs, machine: &MachineArgs) -> Result<ExitCode> {
         .settings()
         .map_err(|e| super::UsageError(format!("{e:#}")))?;
     let hw = hardware(machine)?;
-    let build: Build = build_for(machine);
-    let target = crate::pull::choose::Target {
+    let build: Build = machine.build();
+    let target = crate::source::hub::choose::Target {
         hw: &hw,
         settings: &settings,
         build,
@@ -37,7 +39,7 @@ pub fn run(args: &PlanArgs, machine: &MachineArgs) -> Result<ExitCode> {
         plan.llama_cpp = llama_cpp_version();
         if !std::path::Path::new(label).exists() {
             // Planned from the hub: llama.cpp can fetch it the same way.
-            crate::pull::use_hf_flag(&mut plan);
+            crate::source::hub::pull::use_hf_flag(&mut plan);
         }
         bpw.push(solve::bits_per_weight(profile));
         plans.push(plan);
@@ -48,9 +50,9 @@ pub fn run(args: &PlanArgs, machine: &MachineArgs) -> Result<ExitCode> {
         .position(|(label, _)| *label == best.model.path)
         .unwrap_or(0);
     let profiles: Vec<_> = inputs.into_iter().map(|(_, p)| p).collect();
-    let last_run = crate::calibration::data_dir()
+    let last_run = crate::files::data_dir()
         .ok()
-        .and_then(|dir| crate::calibration::last_for(&dir, &best));
+        .and_then(|dir| crate::runner::calibration::last_for(&dir, &best));
     let mut out = std::io::stdout().lock();
     if args.json {
         // Serialise first: a closed pipe then surfaces as a plain io::Error.
@@ -78,7 +80,7 @@ pub fn run(args: &PlanArgs, machine: &MachineArgs) -> Result<ExitCode> {
 struct WithLastRun<'a> {
     #[serde(flatten)]
     plan: &'a Plan,
-    last_run: Option<&'a crate::calibration::Entry>,
+    last_run: Option<&'a crate::runner::calibration::Entry>,
 }
 
 fn exit_for(plan: &Plan) -> ExitCode {

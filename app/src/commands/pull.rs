@@ -8,13 +8,14 @@ use std::process::ExitCode;
 use anyhow::Result;
 use headroom_planner::plan::Plan;
 
-use super::{EXIT_DOES_NOT_FIT, UsageError, build_for, hardware, llama_cpp_version};
+use super::{EXIT_DOES_NOT_FIT, UsageError, hardware};
+use crate::llama::llama_cpp_version;
 use crate::cli::{MachineArgs, PullArgs};
-use crate::hub::HubEnv;
-use crate::modelref::{self, HubRef, ModelArg, Select};
-use crate::pull::choose::Target;
-use crate::pull::progress::size;
-use crate::pull::{self, Origin};
+use crate::source::hub::HubEnv;
+use crate::source::modelref::{self, HubRef, ModelArg, Select};
+use crate::source::hub::choose::Target;
+use crate::source::hub::progress::size;
+use crate::source::hub::pull::{self, Origin};
 use crate::render;
 
 /// Run `headroom pull`.
@@ -37,8 +38,8 @@ pub fn run(args: &PullArgs, machine: &MachineArgs) -> Result<ExitCode> {
             })?
         }
         ModelArg::Demo => HubRef {
-            repo: crate::demo::HF_REPO.to_string(),
-            select: Some(Select::File(crate::demo::FILE_NAME.to_string())),
+            repo: crate::source::demo::HF_REPO.to_string(),
+            select: Some(Select::File(crate::source::demo::FILE_NAME.to_string())),
         },
         ModelArg::Path(p) => {
             return Err(usage(&format!(
@@ -52,7 +53,7 @@ pub fn run(args: &PullArgs, machine: &MachineArgs) -> Result<ExitCode> {
     let target = Target {
         hw: &hw,
         settings: &settings,
-        build: build_for(machine),
+        build: machine.build(),
     };
     let env = HubEnv::from_env()?;
     let mut r = pull::resolve(&env, &model, target)?;
@@ -91,7 +92,7 @@ pub fn run(args: &PullArgs, machine: &MachineArgs) -> Result<ExitCode> {
             err,
             "headroom: nothing in {} fits this machine (available: {}); name a quantization (org/repo:QUANT) to download one anyway",
             r.repo,
-            pull::choose::available(&r.all)
+            crate::source::hub::choose::available(&r.all)
         )?;
     } else if !fits {
         writeln!(

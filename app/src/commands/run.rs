@@ -12,19 +12,18 @@ use std::sync::atomic::AtomicBool;
 use anyhow::{Context, Result};
 use headroom_planner::hw::format_size;
 use headroom_planner::plan::Plan;
-use serde::Serialize;
 
-use super::prepare::{Decision, Go, decide, describe_nearest};
-use super::{EXIT_DOES_NOT_FIT, UsageError};
+use super::{EXIT_DOES_NOT_FIT, UsageError, preflight};
 use crate::cli::{ContextArgs, GenArgs, MachineArgs, RunArgs};
+use crate::runner::measure;
+use crate::runner::preflight::{Decision, Go, describe_nearest};
+use crate::runner::prompt::{chat_format, tokenize_prompt};
+use crate::runner::report::{Report, record};
+use crate::runner::template::{Message, TemplateChoice};
 use crate::runner::{Engine, GenOptions, Generation, StopReason};
-use crate::template::{ChatFormat, Message, TemplateChoice};
-use crate::{calibration, measure};
 
 /// Exit code: interrupted (128 + SIGINT).
 pub const EXIT_INTERRUPTED: u8 = 130;
-/// Layout version of `run --json`.
-pub const RUN_SCHEMA_VERSION: u32 = 1;
 
 /// Run `headroom run`.
 ///
@@ -132,7 +131,7 @@ pub fn prepare(
     opts_args: &GenArgs,
     machine: &MachineArgs,
 ) -> Result<Prepared> {
-    match decide(model, ctx, opts_args, machine)? {
+    match preflight(model, ctx, opts_args, machine)? {
         Decision::Ready(go) => {
             for w in &go.warnings {
                 eprintln!("headroom: warning: {w}");
@@ -252,139 +251,15 @@ pub fn template_choice(opts_args: &GenArgs, raw: bool) -> Result<TemplateChoice>
         TemplateChoice::File(p) if !p.is_file() => {
             Err(UsageError(format!("--chat-template {}: no such file", p.display())).into())
         }
-        TemplateChoice::Name(n) if !crate::template::known_names().contains(n) => {
+        TemplateChoice::Name(n) if !crate::runner::template::known_names().contains(n) => {
             Err(UsageError(format!(
                 "--chat-template {n}: unknown; known names: {}",
-                crate::template::known_names().join(", ")
+                crate::runner::template::known_names().join(", ")
             ))
             .into())
         }
         _ => Ok(choice),
     }
-}
-
-/// The chat format for a loaded model.
-///
-/// # Errors
-/// A template that does not render.
-pub fn chat_format(engine: &Engine, choice: &TemplateChoice) -> Result<ChatFormat> {
-    let model = engine.model();
-    let own = model.meta_val_str("tokenizer.chat_template").ok();
-    let arch = model
-        .meta_val_str("general.architecture")
-        .unwrap_or_default();
-    let (bos, eos) = engine.bos_eos();
-    ChatFormat::resolve(choice, own.as_deref(), &arch, &bos, &eos)
-}
-
-/// Tokenize a rendered prompt: the template may already start with the BOS
-/// text; otherwise the model's own BOS rule applies.
-///
-/// # Errors
-/// As [`Engine::tokenize`].
-pub fn tokenize_prompt(engine: &Engine, text: &str) -> Result<Vec<llama_cpp_2::token::LlamaToken>> {
-    let (bos, _) = engine.bos_eos();
-    let has_bos = !bos.is_empty() && text.starts_with(&bos);
-    engine.tokenize(text, !has_bos)
-}
-
-/// The `run --json` object.
-#[derive(Debug, Serialize)]
-pub struct Report {
-    /// Layout version.
-    pub schema_version: u32,
-    /// headroom's version.
-    pub headroom_version: String,
-    /// The generated text.
-    pub text: String,
-    /// Prompt tokens.
-    pub tokens_prompt: usize,
-    /// Generated tokens.
-    pub tokens_generated: usize,
-    /// Prompt processing speed.
-    pub prompt_tokens_per_s: f64,
-    /// Generation speed.
-    pub decode_tokens_per_s: f64,
-    /// Model load time.
-    pub load_ms: f64,
-    /// Peak resident set size of the process (`ru_maxrss`).
-    pub peak_rss_bytes: u64,
-    /// What the plan predicted.
-    pub planned: Planned,
-    /// What was measured besides the peak.
-    pub measured: Measured,
-    /// Why generation ended.
-    pub stop_reason: StopReason,
-}
-
-/// The plan's prediction, in `run --json`.
-#[derive(Debug, Serialize)]
-pub struct Planned {
-    /// The plan's `ram.peak_bytes`.
-    pub ram_peak_bytes: u64,
-    /// Per device, as in `plan --json`.
-    pub devices: Vec<headroom_planner::plan::DeviceUse>,
-    /// Predicted decode speed.
-    pub decode_tokens_per_s: f64,
-    /// Predicted prompt speed.
-    pub prompt_tokens_per_s: f64,
-    /// Context size.
-    pub n_ctx: u32,
-    /// GPU layers.
-    pub n_gpu_layers: u32,
-    /// The verdict.
-    pub verdict: headroom_planner::plan::Verdict,
-}
-
-/// Measurements, in `run --json`.
-#[derive(Debug, Serialize)]
-pub struct Measured {
-    /// Resident set right after the load.
-    pub rss_after_load_bytes: u64,
-    /// GPU memory in use per GPU after the run (device-wide); empty without one.
-    pub vram_used_bytes: Vec<u64>,
-}
-
-impl Report {
-    /// Assemble the report.
-    #[must_use]
-    pub fn new(
-        plan: &Plan,
-        engine: &Engine,
-        g: &Generation,
-        rss_after_load: u64,
-        peak: u64,
-    ) -> Self {
-        Report {
-            schema_version: RUN_SCHEMA_VERSION,
-            headroom_version: env!("CARGO_PKG_VERSION").to_string(),
-            text: g.text.clone(),
-            tokens_prompt: g.tokens_prompt,
-            tokens_generated: g.tokens_generated,
-            prompt_tokens_per_s: round2(g.prompt_tokens_per_s()),
-            decode_tokens_per_s: round2(g.decode_tokens_per_s()),
-            load_ms: round2(engine.load_time.as_secs_f64() * 1e3),
-            peak_rss_bytes: peak,
-            planned: Planned {
-                ram_peak_bytes: plan.ram.peak_bytes,
-                devices: plan.devices.clone(),
-                decode_tokens_per_s: plan.est_decode_tokens_per_s,
-                prompt_tokens_per_s: plan.est_prompt_tokens_per_s,
-                n_ctx: plan.n_ctx,
-                n_gpu_layers: plan.n_gpu_layers,
-                verdict: plan.verdict,
-            },
-            measured: Measured {
-                rss_after_load_bytes: rss_after_load,
-                vram_used_bytes: measure::vram_used_bytes(),
-            },
-            stop_reason: g.stop_reason,
-        }
-    }
-}
-
-fn round2(x: f64) -> f64 {
-    (x * 100.0).round() / 100.0
 }
 
 fn summarise(plan: &Plan, g: &Generation, r: &Report, verbose: u8) {
@@ -410,22 +285,3 @@ fn summarise(plan: &Plan, g: &Generation, r: &Report, verbose: u8) {
     }
 }
 
-/// Append this run to the calibration log; a failure is only a warning.
-pub fn record(plan: &Plan, r: &Report) {
-    let entry = calibration::Entry {
-        unix_time: calibration::now(),
-        headroom_version: r.headroom_version.clone(),
-        key: calibration::key(plan),
-        model: plan.model.path.clone(),
-        planned_peak_bytes: plan.ram.peak_bytes,
-        measured_peak_bytes: r.peak_rss_bytes,
-        rss_after_load_bytes: r.measured.rss_after_load_bytes,
-        planned_decode_tokens_per_s: plan.est_decode_tokens_per_s,
-        measured_decode_tokens_per_s: r.decode_tokens_per_s,
-        planned_prompt_tokens_per_s: plan.est_prompt_tokens_per_s,
-        measured_prompt_tokens_per_s: r.prompt_tokens_per_s,
-    };
-    if let Err(e) = calibration::data_dir().and_then(|d| calibration::append(&d, &entry)) {
-        tracing::warn!("calibration log not written: {e:#}");
-    }
-}

@@ -103,7 +103,7 @@ pub fn breakdown(p: &AccountingParams) -> Result<Breakdown, AccountingError> {
         n_outputs_max: p.n_outputs_max,
         type_k: ggml_type_raw(p.type_k),
         type_v: ggml_type_raw(p.type_v),
-        flash_attn: p.flash_attn.raw(),
+        flash_attn: super::params::flash_attn_raw(p.flash_attn),
         swa_full: p.swa_full,
         kv_unified: p.kv_unified,
         offload_kqv: p.offload_kqv,

@@ -25,3 +25,15 @@ pub use error::AccountingError;
 pub use params::{AccountingParams, FlashAttn, SplitMode, TensorOverride};
 pub use quant::{QuantModel, QuantTensor, quant_types};
 pub use usage::{Breakdown, BufferUse, ContextInfo, DeviceKind};
+
+/// The llama.cpp build this binary links (the vendored llama-cpp-sys-2 version).
+#[must_use]
+pub fn llama_cpp_version() -> String {
+    "llama-cpp-sys-2 0.1.160".to_string()
+}
+
+/// Whether this build can use GPUs.
+#[must_use]
+pub fn gpu_build() -> bool {
+    cfg!(any(feature = "cuda", feature = "vulkan", feature = "metal"))
+}

@@ -7,27 +7,14 @@
 use llama_cpp_2::context::params::KvCacheType;
 use std::path::PathBuf;
 
-/// Flash attention, as llama.cpp's `-fa auto|off|on`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum FlashAttn {
-    /// llama.cpp decides at context creation by probing whether every layer's
-    /// attention can run fused on its device (`resolve_fused_ops`).
-    #[default]
-    Auto,
-    /// Never fused: the compute graph materialises the KQ matrix.
-    Off,
-    /// Always fused (required for a quantized V cache).
-    On,
-}
+pub use headroom_planner::plan::FlashAttn;
 
-impl FlashAttn {
-    /// `enum llama_flash_attn_type`.
-    pub(crate) fn raw(self) -> i32 {
-        match self {
-            FlashAttn::Auto => -1,
-            FlashAttn::Off => 0,
-            FlashAttn::On => 1,
-        }
+/// `enum llama_flash_attn_type`.
+pub(crate) fn flash_attn_raw(fa: FlashAttn) -> i32 {
+    match fa {
+        FlashAttn::Auto => -1,
+        FlashAttn::Off => 0,
+        FlashAttn::On => 1,
     }
 }
 
@@ -144,8 +131,8 @@ impl Default for AccountingParams {
             no_alloc: true,
             forward_logs: false,
             n_ctx: 4096,
-            n_batch: 2048,
-            n_ubatch: 512,
+            n_batch: headroom_planner::plan::DEFAULT_N_BATCH,
+            n_ubatch: headroom_planner::plan::DEFAULT_N_UBATCH,
             n_seq_max: 1,
             n_outputs_max: 0,
             type_k: KvCacheType::F16,
@@ -172,7 +159,6 @@ impl AccountingParams {
         n_ctx: u32,
         n_gpu_layers: i32,
     ) -> anyhow::Result<Self> {
-        use headroom_planner::plan::FlashAttn as F;
         Ok(AccountingParams {
             n_ctx,
             n_batch: s.n_batch,
@@ -180,11 +166,7 @@ impl AccountingParams {
             n_seq_max: s.n_parallel,
             type_k: kv_type(s.cache_type_k)?,
             type_v: kv_type(s.cache_type_v)?,
-            flash_attn: match s.flash_attn {
-                F::Auto => FlashAttn::Auto,
-                F::On => FlashAttn::On,
-                F::Off => FlashAttn::Off,
-            },
+            flash_attn: s.flash_attn,
             swa_full: s.swa_full,
             use_extra_bufts: s.repack,
             n_gpu_layers,

@@ -36,7 +36,7 @@ pub fn summary(p: &Plan) -> String {
 /// The calibration line: the last measured run with the same model and
 /// settings, next to this plan's prediction.
 #[must_use]
-pub fn last_run_line(p: &Plan, run: &crate::calibration::Entry) -> String {
+pub fn last_run_line(p: &Plan, run: &crate::runner::calibration::Entry) -> String {
     let ratio = if run.measured_peak_bytes > 0 {
         p.ram.peak_bytes as f64 / run.measured_peak_bytes as f64
     } else {
@@ -54,7 +54,7 @@ pub fn last_run_line(p: &Plan, run: &crate::calibration::Entry) -> String {
             run.measured_decode_tokens_per_s, p.est_decode_tokens_per_s
         );
     }
-    let age = crate::calibration::now().saturating_sub(run.unix_time);
+    let age = crate::runner::calibration::now().saturating_sub(run.unix_time);
     let _ = write!(line, ", {} ago", ago(age));
     line
 }

@@ -49,6 +49,7 @@ pub fn nearest_fit(
     plan: &Plan,
     hw: &HardwareSnapshot,
     build: Build,
+    siblings: &dyn Fn(&Path) -> Vec<(PathBuf, ModelProfile)>,
 ) -> Option<Nearest> {
     let run = |p: &ModelProfile, path: &Path, s: &Settings| {
         solve::plan(p, &path.display().to_string(), s, hw, build)
@@ -97,39 +98,31 @@ pub fn nearest_fit(
             });
         }
     }
-    smaller_quantization(profile, path, settings, &run)
+    smaller_quantization(profile, &siblings(path), settings, &run)
 }
 
 /// Other GGUF files of the same model (same architecture, layers and
-/// parameter count) in the same directory, smallest change first.
+/// parameter count) among the files beside it, smallest change first.
 fn smaller_quantization(
     profile: &ModelProfile,
-    path: &Path,
+    siblings: &[(PathBuf, ModelProfile)],
     settings: &Settings,
     run: &dyn Fn(&ModelProfile, &Path, &Settings) -> Plan,
 ) -> Option<Nearest> {
-    let dir = path.parent()?;
-    let mut found: Vec<(u64, PathBuf, ModelProfile)> = std::fs::read_dir(dir)
-        .ok()?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p != path
-                && p.extension()
-                    .is_some_and(|x| x.eq_ignore_ascii_case("gguf"))
-        })
-        .filter_map(|p| {
-            let other = crate::commands::load_profile(&p).ok()?;
-            (other.arch == profile.arch
+    let mut found: Vec<(u64, &PathBuf, &ModelProfile)> = siblings
+        .iter()
+        .filter(|(_, other)| {
+            other.arch == profile.arch
                 && other.n_layer == profile.n_layer
                 && other.n_params == profile.n_params
-                && other.file_bytes() < profile.file_bytes())
-            .then(|| (other.file_bytes(), p, other))
+                && other.file_bytes() < profile.file_bytes()
         })
+        .map(|(p, other)| (other.file_bytes(), p, other))
         .collect();
     // Largest (best quality) first.
     found.sort_by_key(|f| std::cmp::Reverse(f.0));
     found.into_iter().find_map(|(_, p, other)| {
-        let plan = run(&other, &p, settings);
+        let plan = run(other, p, settings);
         plan.verdict.fits().then(|| Nearest {
             change: format!("use {} ({})", p.display(), other.quant),
             plan,

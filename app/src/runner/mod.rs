@@ -9,8 +9,14 @@
 //! * [`Engine`] / [`Session`]: the loaded model, and a context that keeps its
 //!   KV cache between turns (the chat reuses the common prefix).
 
+pub mod calibration;
 pub mod guard;
 pub mod load;
+pub mod measure;
+pub mod preflight;
+pub mod prompt;
+pub mod report;
+pub mod template;
 pub mod text;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -47,17 +53,26 @@ pub struct Sampling {
     pub seed: u32,
 }
 
+/// llama.cpp's "pick a random seed" value (`LLAMA_DEFAULT_SEED`).
+pub const DEFAULT_SEED: u32 = 0xFFFF_FFFF;
+
+impl Sampling {
+    /// llama.cpp's command-line defaults (`common/common.h`), defined once: the
+    /// command line's defaults are these fields.
+    pub const DEFAULT: Sampling = Sampling {
+        temp: 0.8,
+        top_k: 40,
+        top_p: 0.95,
+        min_p: 0.05,
+        repeat_penalty: 1.0,
+        repeat_last_n: 64,
+        seed: DEFAULT_SEED,
+    };
+}
+
 impl Default for Sampling {
     fn default() -> Self {
-        Self {
-            temp: 0.8,
-            top_k: 40,
-            top_p: 0.95,
-            min_p: 0.05,
-            repeat_penalty: 1.0,
-            repeat_last_n: 64,
-            seed: 0xFFFF_FFFF,
-        }
+        Self::DEFAULT
     }
 }
 

@@ -7,7 +7,7 @@ use crate::common::{GIB, arr_at, assert_one_line_error, f64_at, json, run, str_a
 
 /// The demo model's path, as the binary resolves `demo` (cached, verified).
 fn demo_path() -> String {
-    match headroom::demo::demo_model() {
+    match headroom::source::demo::demo_model() {
         Ok(p) => p.display().to_string(),
         Err(e) => panic!("the demo model is not available: {e:#}"),
     }
@@ -82,7 +82,7 @@ fn plan_json_on_the_demo_model_has_the_whole_schema() {
         (265_000_000..272_000_000).contains(&n_params),
         "Gemma 3 270M has ~268M parameters, got {n_params}"
     );
-    assert_eq!(u64_at(&p, "/model/file_bytes"), headroom::demo::SIZE);
+    assert_eq!(u64_at(&p, "/model/file_bytes"), headroom::source::demo::SIZE);
     assert_eq!(u64_at(&p, "/model/file_bytes"), 253_113_024);
     assert_eq!(str_at(&p, "/verdict"), "fits");
     assert_eq!(str_at(&p, "/quant"), "Q4_K_M");
@@ -112,7 +112,7 @@ fn plan_json_on_the_demo_model_has_the_whole_schema() {
     assert_eq!(u64_at(&p, "/devices/0/budget_bytes"), 8 * GIB);
     let weights = u64_at(&p, "/devices/0/weights_bytes");
     assert!(
-        weights > 200_000_000 && weights < headroom::demo::SIZE,
+        weights > 200_000_000 && weights < headroom::source::demo::SIZE,
         "weights {weights}"
     );
     assert!(u64_at(&p, "/devices/0/kv_bytes") > 0);

@@ -1,0 +1,9 @@
+//! `headroom chat`: the screen as snapshots of plain state (`chat_view`) and
+//! the real binary in a real terminal under tmux (`chat_tmux`).
+//!
+//! One test binary for both: each binary links llama.cpp, and linking
+//! dominates the build on two cores.
+#[path = "chat/chat_tmux.rs"]
+mod chat_tmux;
+#[path = "chat/chat_view.rs"]
+mod chat_view;

@@ -1,0 +1,631 @@
+//! `headroom fit` (issue #5): the acceptance machines, monotonicity in
+//! memory, every listed fit within the plan's own verdict rule, agreement
+//! with `headroom plan` on the same header written to a file, the filters,
+//! and the catalog errors.
+
+use std::path::Path;
+use std::process::Command;
+
+use headroom::catalog::Catalog;
+use headroom::catalog::fit::{self, Query, fit_class};
+use headroom::catalog::plan::resolve_arch;
+use headroom_planner::plan::Verdict;
+use headroom_planner::solve::Build;
+use headroom_planner::synth::facts;
+use headroom_planner::synth::mix::FileType;
+use serde_json::Value;
+
+const GIB: u64 = 1 << 30;
+
+struct Out {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+/// An empty data directory, so no verified facts of this machine leak in.
+fn data_dir() -> &'static Path {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().expect("tempdir"))
+        .path()
+}
+
+fn headroom<I: IntoIterator<Item = S>, S: AsRef<std::ffi::OsStr>>(args: I) -> Out {
+    headroom_in(data_dir(), args)
+}
+
+fn headroom_in<I: IntoIterator<Item = S>, S: AsRef<std::ffi::OsStr>>(data: &Path, args: I) -> Out {
+    let out = Command::new(env!("CARGO_BIN_EXE_headroom"))
+        .args(args)
+        .env_remove("HEADROOM_CATALOG")
+        .env_remove("RUST_LOG")
+        .env("HEADROOM_DATA_DIR", data)
+        .env("HF_HUB_OFFLINE", "1")
+        .output()
+        .expect("headroom runs");
+    Out {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// `headroom fit --json ARGS…`, parsed.
+fn fit_json(args: &[&str]) -> Vec<Value> {
+    let out = headroom(["fit", "--json"].iter().chain(args));
+    assert!(
+        matches!(out.code, Some(0 | 3)),
+        "fit {args:?}: {:?} {}",
+        out.code,
+        out.stderr
+    );
+    let v: Value = serde_json::from_str(&out.stdout).expect("JSON");
+    v.as_array().expect("an array").clone()
+}
+
+fn params(r: &Value) -> f64 {
+    r["n_params"].as_f64().expect("n_params")
+}
+
+fn runs(r: &Value) -> bool {
+    r["verdict"] != "does not fit"
+}
+
+/// GPU devices of a plan and the layers on each.
+fn gpu_layers(plan: &Value) -> Vec<u64> {
+    plan["devices"]
+        .as_array()
+        .expect("devices")
+        .iter()
+        .skip(1)
+        .map(|d| d["n_layers"].as_u64().expect("n_layers"))
+        .collect()
+}
+
+#[test]
+fn json_rows_carry_the_issue_fields() {
+    let rows = fit_json(&["--ram", "16GiB", "--vram", "8GiB"]);
+    assert!(rows.len() >= 40);
+    for r in &rows {
+        for key in [
+            "id",
+            "n_params",
+            "quant",
+            "verdict",
+            "n_gpu_layers",
+            "n_ctx",
+            "est_decode_tokens_per_s",
+            "download_bytes",
+            "estimated",
+            "plan",
+        ] {
+            assert!(r.get(key).is_some(), "{key} missing in {}", r["id"]);
+        }
+        if runs(r) {
+            assert_eq!(
+                r["plan"]["quant"].as_str(),
+                Some(r["quant"].as_str().expect("quant")).map(|q| {
+                    // The plan names the mix (Q4_K_M) even where the repo says Q4_K.
+                    FileType::from_name(q).expect("mix").name()
+                })
+            );
+            assert_eq!(r["plan"]["verdict"], r["verdict"]);
+        } else {
+            assert!(r["quant"].is_null() && r["plan"].is_null(), "{}", r["id"]);
+        }
+    }
+}
+
+#[test]
+fn two_gib_and_no_gpu_fit_no_model_of_3b_or_more() {
+    let rows = fit_json(&["--ram", "2GiB", "--vram", "0"]);
+    let fitting: Vec<&Value> = rows.iter().filter(|r| runs(r)).collect();
+    assert!(!fitting.is_empty(), "small models fit in 2 GiB");
+    for r in &fitting {
+        assert!(
+            params(r) < 3e9,
+            "{} ({:.2}B) fits in 2 GiB",
+            r["id"],
+            params(r) / 1e9
+        );
+    }
+    // Those that fit are first.
+    let first_miss = rows.iter().position(|r| !runs(r)).unwrap_or(rows.len());
+    assert_eq!(first_miss, fitting.len());
+}
+
+#[test]
+fn sixteen_gib_and_an_8_gib_gpu_run_an_8b_fully_on_the_gpu_in_the_top_five() {
+    let rows = fit_json(&["--ram", "16GiB", "--vram", "8GiB"]);
+    let q4km = FileType::Q4_K_M;
+    let eight_b = rows[..5]
+        .iter()
+        .find(|r| (7.5e9..8.5e9).contains(&params(r)) && r["verdict"] == "fits")
+        .unwrap_or_else(|| {
+            panic!(
+                "no 8B model fits fully in the top five: {:?}",
+                rows[..5]
+                    .iter()
+                    .map(|r| r["id"].clone())
+                    .collect::<Vec<_>>()
+            )
+        });
+    let id = eight_b["id"].as_str().expect("id");
+    let plan = &eight_b["plan"];
+    assert_eq!(
+        gpu_layers(plan).iter().sum::<u64>(),
+        plan["devices"]
+            .as_array()
+            .expect("devices")
+            .iter()
+            .map(|d| d["n_layers"].as_u64().unwrap_or(0))
+            .sum::<u64>(),
+        "{id}: every layer on the GPU"
+    );
+    // The pick is Q4_K_M or a better mix; Q4_K_M itself runs fully too.
+    let chosen = FileType::from_name(eight_b["quant"].as_str().expect("quant")).expect("mix");
+    assert!(
+        chosen.default_type().bits_per_weight() >= q4km.default_type().bits_per_weight(),
+        "{id} at {}",
+        chosen.name()
+    );
+    let out = headroom(["fit", id, "--json", "--ram", "16GiB", "--vram", "8GiB"]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let doc: Value = serde_json::from_str(&out.stdout).expect("JSON");
+    let q = doc["quants"]
+        .as_array()
+        .expect("quants")
+        .iter()
+        .find(|q| q["quant"] == "Q4_K_M")
+        .expect("the 8B lists Q4_K_M");
+    assert_eq!(q["verdict"], "fits", "{id} Q4_K_M");
+    assert_eq!(
+        q["plan"]["devices"][0]["n_layers"], 0,
+        "no layer left on the CPU"
+    );
+}
+
+#[test]
+fn a_70b_at_q4_k_m_fits_across_two_24_gib_gpus() {
+    let rows = fit_json(&["--ram", "64GiB", "--vram", "24GiB,24GiB"]);
+    let seventy = rows
+        .iter()
+        .find(|r| params(r) >= 65e9 && r["quant"] == "Q4_K_M" && r["verdict"] == "fits")
+        .expect("a 70B at Q4_K_M fits");
+    let layers = gpu_layers(&seventy["plan"]);
+    assert_eq!(layers.len(), 2, "two GPUs");
+    assert!(
+        layers.iter().all(|&n| n > 0),
+        "both GPUs hold layers: {layers:?}"
+    );
+    let devices = seventy["plan"]["devices"].as_array().expect("devices");
+    assert_eq!(devices[0]["n_layers"], 0, "nothing left on the CPU");
+}
+
+/// Per model: fit class and chosen bits per weight on one machine.
+fn classes(cat: &Catalog, ram: u64, vram: &[u64]) -> Vec<(String, u8, Option<f64>)> {
+    let hw = fit::machine(ram, vram).expect("machine");
+    let rows = fit::rank(cat, &hw, Build { gpu: true }, &Query::default()).expect("ranks");
+    rows.into_iter()
+        .map(|r| {
+            let bits = r
+                .quant
+                .as_deref()
+                .and_then(FileType::from_name)
+                .map(|f| f.default_type().bits_per_weight());
+            (r.id, r.fit_class, bits)
+        })
+        .collect()
+}
+
+#[test]
+fn more_memory_never_fits_a_model_worse() {
+    let cat = Catalog::builtin().expect("catalog");
+    let rams = [2, 4, 8, 16, 32, 64, 128].map(|g| g * GIB);
+    // Same number of GPUs, growing: adding a first GPU changes what "fits
+    // fully" means (every layer on it), so GPU counts are compared apart.
+    let gpu_sets: [&[u64]; 5] = [&[], &[4 * GIB], &[8 * GIB], &[24 * GIB], &[80 * GIB]];
+    let mut grid = Vec::new();
+    for (gi, vram) in gpu_sets.iter().enumerate() {
+        for (ri, &ram) in rams.iter().enumerate() {
+            grid.push(((gi, ri), classes(&cat, ram, vram)));
+        }
+    }
+    let at = |gi: usize, ri: usize| &grid.iter().find(|(k, _)| *k == (gi, ri)).expect("cell").1;
+    let mut violations = Vec::new();
+    for gi in 0..gpu_sets.len() {
+        for ri in 0..rams.len() {
+            let here = at(gi, ri);
+            // One step more RAM, and (with a GPU) one step more VRAM.
+            let mut more = vec![(gi, ri + 1)];
+            if gi > 0 {
+                more.push((gi + 1, ri));
+            }
+            for (g2, r2) in more {
+                if r2 >= rams.len() || g2 >= gpu_sets.len() {
+                    continue;
+                }
+                for (id, class, bits) in here {
+                    let (_, c2, b2) = at(g2, r2)
+                        .iter()
+                        .find(|(i, _, _)| i == id)
+                        .expect("same models");
+                    if c2 < class {
+                        violations.push(format!(
+                            "{id}: class {class} → {c2} ({gi},{ri})→({g2},{r2})"
+                        ));
+                    }
+                    if *class == 2 && *c2 == 2 && b2 < bits {
+                        violations.push(format!(
+                            "{id}: {bits:?} → {b2:?} bits ({gi},{ri})→({g2},{r2})"
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(violations.is_empty(), "{}", violations.join("\n"));
+}
+
+#[test]
+fn nothing_listed_as_fitting_breaks_the_plan_s_verdict_rule() {
+    for args in [
+        ["--ram", "2GiB", "--vram", "0"],
+        ["--ram", "16GiB", "--vram", "8GiB"],
+        ["--ram", "64GiB", "--vram", "24GiB,24GiB"],
+        ["--ram", "32GiB", "--vram", "0"],
+    ] {
+        for r in fit_json(&args).iter().filter(|r| runs(r)) {
+            let p = &r["plan"];
+            let id = &r["id"];
+            let devices = p["devices"].as_array().expect("devices");
+            for d in &devices[1..] {
+                assert!(
+                    d["total_bytes"].as_u64() <= d["budget_bytes"].as_u64(),
+                    "{id} {args:?}: {} over budget",
+                    d["name"]
+                );
+            }
+            let ram = &p["ram"];
+            let margin = devices[0]["margin_bytes"].as_u64().expect("margin");
+            let budget = ram["budget_bytes"].as_u64().expect("budget");
+            let anon = ram["anonymous_bytes"].as_u64().expect("anon");
+            assert!(anon + margin <= budget, "{id} {args:?}: RAM over budget");
+            // fit's own rule on top: the weights read on every token stay in
+            // RAM (the plan warns `pages_from_disk` when they would not).
+            assert!(
+                p["warnings"]
+                    .as_array()
+                    .expect("warnings")
+                    .iter()
+                    .all(|w| w["code"] != "pages_from_disk"),
+                "{id} {args:?}: pages from disk"
+            );
+            let all = devices
+                .iter()
+                .map(|d| d["n_layers"].as_u64().unwrap_or(0))
+                .sum::<u64>();
+            let on_gpu = gpu_layers(p).iter().sum::<u64>();
+            match r["verdict"].as_str() {
+                Some("fits") => assert!(devices.len() == 1 || on_gpu == all, "{id}"),
+                Some("fits with offload") => {
+                    assert!(on_gpu < all || p["n_cpu_moe"].as_u64() > Some(0), "{id}")
+                }
+                v => panic!("{id}: verdict {v:?}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn fit_plans_what_plan_plans_from_the_same_header_on_disk() {
+    let cat = Catalog::builtin().expect("catalog");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let machine = ["--ram", "16GiB", "--vram", "8GiB"];
+    for (id, quant) in [
+        ("llama-3.1-8b-instruct", "Q4_K_M"),
+        ("qwen3-30b-a3b", "Q4_K_M"),
+        ("gemma-2-9b-it", "Q6_K"),
+        ("gpt-oss-20b", "MXFP4"),
+        ("deepseek-v2-lite", "Q8_0"),
+        ("qwen2.5-32b-instruct", "Q3_K_M"),
+    ] {
+        let e = cat.get(id).expect("entry");
+        let q = e.quant(quant).expect("quant");
+        let arch = resolve_arch(&cat, e).expect("arch");
+        let header = facts::header(&arch.facts, q.file_type).expect("header");
+        let path = dir.path().join(format!("{id}-{quant}.gguf"));
+        headroom_planner::gguf::writer::create_sparse_file(&path, &header).expect("write");
+        let planned = headroom(
+            ["plan".as_ref(), path.as_os_str(), "--json".as_ref()]
+                .into_iter()
+                .chain(machine.iter().map(|s| std::ffi::OsStr::new(*s))),
+        );
+        assert!(matches!(planned.code, Some(0 | 3)), "{}", planned.stderr);
+        let from_file: Value = serde_json::from_str(&planned.stdout).expect("plan JSON");
+        let out = headroom(["fit", id, "--json"].iter().chain(&machine));
+        let doc: Value = serde_json::from_str(&out.stdout).expect("fit JSON");
+        let from_fit = &doc["quants"]
+            .as_array()
+            .expect("quants")
+            .iter()
+            .find(|r| r["quant"] == quant)
+            .expect("listed")["plan"];
+        for key in [
+            "verdict",
+            "quant",
+            "n_gpu_layers",
+            "n_ctx",
+            "n_cpu_moe",
+            "devices",
+            "ram",
+            "est_decode_tokens_per_s",
+            "est_prompt_tokens_per_s",
+            "settings",
+        ] {
+            assert_eq!(from_fit[key], from_file[key], "{id} {quant}: {key}");
+        }
+        let codes = |p: &Value| -> Vec<Value> {
+            p["warnings"]
+                .as_array()
+                .expect("warnings")
+                .iter()
+                .map(|w| w["code"].clone())
+                .collect()
+        };
+        assert_eq!(codes(from_fit), codes(&from_file), "{id} {quant}: warnings");
+        // Same llama.cpp flags, but fetched with -hf instead of read with -m.
+        let args =
+            |p: &Value| -> Vec<Value> { p["llama_args"].as_array().expect("args")[2..].to_vec() };
+        assert_eq!(args(from_fit), args(&from_file), "{id} {quant}: llama args");
+        assert_eq!(from_fit["llama_args"][0], "-hf");
+        assert_eq!(from_fit["llama_args"][1], format!("{}:{}", q.repo, q.name));
+    }
+}
+
+#[test]
+fn filters_narrow_the_ranking() {
+    let machine = ["--ram", "32GiB", "--vram", "12GiB"];
+    let code = fit_json(&[&["--use", "code"][..], &machine].concat());
+    assert!(!code.is_empty());
+    let cat = Catalog::builtin().expect("catalog");
+    for r in &code {
+        let e = cat.get(r["id"].as_str().expect("id")).expect("entry");
+        assert!(e.has_use("code"), "{}", e.id);
+    }
+    let small = fit_json(&[&["--max-download", "5GB"][..], &machine].concat());
+    for r in small.iter().filter(|r| runs(r)) {
+        assert!(
+            r["download_bytes"].as_u64().expect("bytes") <= 5_000_000_000,
+            "{}",
+            r["id"]
+        );
+    }
+    let long = fit_json(&[&["--min-ctx", "65536"][..], &machine].concat());
+    assert!(!long.is_empty());
+    for r in &long {
+        assert!(
+            r["n_ctx_max"].as_u64().expect("max") >= 65536,
+            "{}",
+            r["id"]
+        );
+        if runs(r) {
+            assert!(r["n_ctx"].as_u64().expect("ctx") >= 65536, "{}", r["id"]);
+        }
+    }
+    assert!(
+        long.iter().all(|r| r["id"] != "gemma-2-9b-it"),
+        "trained for 8192"
+    );
+    let top = fit_json(&[&["--top", "3"][..], &machine].concat());
+    assert_eq!(top.len(), 3);
+    let bad = headroom(["fit", "--use", "poetry"]);
+    assert_eq!(bad.code, Some(2), "{}", bad.stderr);
+    assert!(bad.stderr.contains("--use poetry"), "{}", bad.stderr);
+}
+
+#[test]
+fn one_model_lays_out_every_quantization() {
+    let out = headroom([
+        "fit",
+        "llama-3.1-8b-instruct",
+        "--ram",
+        "16GiB",
+        "--vram",
+        "8GiB",
+    ]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let cat = Catalog::builtin().expect("catalog");
+    let e = cat.get("llama-3.1-8b-instruct").expect("entry");
+    for q in &e.quants {
+        assert!(
+            out.stdout.contains(&q.name),
+            "{} missing:\n{}",
+            q.name,
+            out.stdout
+        );
+    }
+    assert_eq!(
+        out.stdout.matches('▶').count(),
+        2,
+        "one pick (and the legend)"
+    );
+    let unknown = headroom(["fit", "llama-9000b"]);
+    assert_eq!(unknown.code, Some(2));
+    assert!(
+        unknown.stderr.contains("not in the catalog"),
+        "{}",
+        unknown.stderr
+    );
+}
+
+#[test]
+fn text_ranking_names_the_machine_and_every_model() {
+    let out = headroom(["fit", "--ram", "16GiB", "--vram", "8GiB"]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(
+        out.stdout
+            .starts_with("machine   16.00 GiB RAM, GPU0 8.00 GiB"),
+        "{}",
+        out.stdout
+    );
+    let cat = Catalog::builtin().expect("catalog");
+    for e in cat.entries() {
+        assert!(out.stdout.contains(&e.id), "{} missing", e.id);
+    }
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::write(path, text).expect("write");
+}
+
+#[test]
+fn a_malformed_catalog_is_one_line_naming_file_and_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("models.toml");
+    let good = headroom::catalog::BUILTIN;
+    let at = good.find("[[model.quant]]").expect("a quant");
+    let line = good[..at].lines().count() + 2;
+    write(
+        &path,
+        &format!(
+            "{}[[model.quant]]\nsha256 = \"x\"\n{}",
+            &good[..at],
+            &good[at + 16..]
+        ),
+    );
+    let shown = path.display().to_string();
+    for out in [headroom(["fit", "--catalog", shown.as_str()]), {
+        let out = Command::new(env!("CARGO_BIN_EXE_headroom"))
+            .arg("fit")
+            .env("HEADROOM_CATALOG", &path)
+            .output()
+            .expect("runs");
+        Out {
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }] {
+        assert_eq!(out.code, Some(1), "{}", out.stderr);
+        assert!(out.stdout.is_empty());
+        let err = out.stderr.trim_end();
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
+        assert!(err.contains(&format!("{shown}:{line}:")), "{err}");
+        assert!(err.contains("sha256"), "{err}");
+    }
+    let missing = headroom(["fit", "--catalog", "/nonexistent/models.toml"]);
+    assert_eq!(missing.code, Some(1));
+    assert!(
+        missing.stderr.contains("/nonexistent/models.toml"),
+        "{}",
+        missing.stderr
+    );
+}
+
+#[test]
+fn a_catalog_file_replaces_the_built_in_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("mine.toml");
+    let cat = Catalog::builtin().expect("catalog");
+    let e = cat.get("llama-3.1-8b-instruct").expect("entry");
+    let f = e.arch.complete().expect("facts");
+    write(
+        &path,
+        &format!(
+            r#"[[model]]
+id = "mine"
+name = "Mine"
+family = "Test"
+use = ["chat"]
+repo = "me/mine-GGUF"
+
+[model.arch]
+architecture = "llama"
+block_count = {}
+embedding_length = {}
+feed_forward_length = {}
+head_count = {}
+head_count_kv = {}
+vocab_size = {}
+
+[[model.quant]]
+name = "Q4_K_M"
+file = "mine-Q4_K_M.gguf"
+"#,
+            f.block_count,
+            f.embedding_length,
+            f.feed_forward_length,
+            f.head_count,
+            f.head_count_kv,
+            f.vocab_size
+        ),
+    );
+    let shown = path.display().to_string();
+    let out = headroom([
+        "fit",
+        "--json",
+        "--catalog",
+        shown.as_str(),
+        "--ram",
+        "16GiB",
+        "--vram",
+        "0",
+    ]);
+    let rows: Value = serde_json::from_str(&out.stdout).expect("JSON");
+    let rows = rows.as_array().expect("rows");
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["id"], "mine");
+    // No size listed: derived from the architecture, and said so.
+    assert_eq!(rows[0]["estimated"], true);
+    let derived = rows[0]["download_bytes"].as_u64().expect("bytes") as f64;
+    assert!((derived / 4.92e9 - 1.0).abs() < 0.05, "{derived}");
+    assert_eq!(fit_class(Verdict::Fits), 2);
+}
+
+#[test]
+fn sizes_verified_by_catalog_refresh_replace_the_listed_ones() {
+    use headroom::source::hub::verified::{self, Fact, Facts};
+    let data = tempfile::tempdir().expect("tempdir");
+    let cat = Catalog::builtin().expect("catalog");
+    let e = cat.get("llama-3.1-8b-instruct").expect("entry");
+    let q = e.quant("Q6_K").expect("Q6_K");
+    let facts = Facts {
+        schema: verified::SCHEMA,
+        entries: vec![Fact {
+            id: Some(e.id.clone()),
+            quant: Some(q.name.clone()),
+            repo: q.repo.clone(),
+            files: q.files.clone(),
+            commit: "0".repeat(40),
+            size_bytes: 6_596_011_424,
+            sha256: vec![None],
+            n_params: 8_030_261_248,
+            weight_bytes: 6_590_000_000,
+            gguf: std::collections::BTreeMap::new(),
+            checked_at: 0,
+            endpoint: "http://127.0.0.1:1".into(),
+        }],
+    };
+    verified::save(&data.path().join(verified::FILE_NAME), &facts).expect("save");
+    let out = headroom_in(
+        data.path(),
+        [
+            "fit",
+            e.id.as_str(),
+            "--json",
+            "--ram",
+            "16GiB",
+            "--vram",
+            "8GiB",
+        ],
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let doc: Value = serde_json::from_str(&out.stdout).expect("JSON");
+    let rows = doc["quants"].as_array().expect("quants");
+    let six = rows.iter().find(|r| r["quant"] == "Q6_K").expect("Q6_K");
+    assert_eq!(six["verified"], true);
+    assert_eq!(six["download_bytes"], 6_596_011_424u64);
+    let eight = rows.iter().find(|r| r["quant"] == "Q8_0").expect("Q8_0");
+    assert_eq!(eight["verified"], false);
+}
