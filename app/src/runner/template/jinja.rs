@@ -1,26 +1,197 @@
 //! Jinja chat templates through minijinja, set up the way Hugging Face's
 //! `apply_chat_template` sets up Jinja2, so GGUF `tokenizer.chat_template`
-//! texts and `--chat-template FILE` render as they do in Python.
+//! texts and `--chat-template FILE` render as they do in Python, and bounded,
+//! because a template is code from whoever made the file: it may loop for
+//! ever, recurse, or write without end.
+//!
+//! The bounds: the template's size ([`MAX_SOURCE_BYTES`]), minijinja's fuel
+//! (one unit per VM instruction, [`FUEL`] per render), its recursion limit
+//! ([`RECURSION_LIMIT`]), the rendered text's size ([`MAX_OUTPUT_BYTES`]),
+//! the integer arguments of the built-in filters whose single call
+//! allocates in proportion to them ([`MAX_SIZE_ARGUMENT`]), and, for the
+//! instructions that are slow in themselves, a deadline ([`DEADLINE`],
+//! [`render_in_time`]). A template that hits one is a [`Runaway`], which
+//! callers refuse rather than work around.
+//!
+//! What these do not bound: the memory of values a template builds without
+//! writing them, such as a string doubled by `~` in a loop or a capture
+//! block. Each step costs one instruction, so fuel does not see their size,
+//! and they can outgrow memory before any deadline; only a memory limit on
+//! the process would stop them.
+//!
+//! This file depends on minijinja, minijinja-contrib, serde and libc alone:
+//! the fuzz crate compiles it as is (`fuzz/fuzz_targets/template_render.rs`),
+//! so the code fuzzed is the code that runs.
 
 #[cfg(unix)]
 use std::ffi::CString;
+use std::fmt;
+use std::io;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::{Arc, Once, mpsc};
+use std::time::Duration;
 
-use anyhow::anyhow;
-use minijinja::{AutoEscape, Environment, Error, ErrorKind, Value};
+use minijinja::value::{Rest, ValueKind};
+use minijinja::{AutoEscape, Environment, Error, ErrorKind, State, Value, context};
+use serde::Serialize;
+
+/// The largest template accepted. Real templates are a few KB; the largest
+/// known (tool-calling ones with long instructions), under 100 KB.
+pub const MAX_SOURCE_BYTES: usize = 1 << 20;
+
+/// Fuel per render: minijinja instructions a template may run before it is
+/// stopped. Measured with `fuzz/examples/template_fuel.rs`: one render of a
+/// conversation (a system message, then user and assistant in turn, 200
+/// bytes each) takes, in instructions,
+///
+/// | template                             | 3 messages | 101    | 1,001  |
+/// |--------------------------------------|-----------:|-------:|-------:|
+/// | assets chatml, phi3                  |         57 |  1,723 | 17,023 |
+/// | assets llama3                        |         62 |  1,826 | 18,026 |
+/// | assets mistral                       |         67 |  2,272 | 22,522 |
+/// | assets gemma                         |        106 |  3,193 | 31,543 |
+/// | Qwen3 (Hugging Face)                 |        232 |  5,671 | 55,621 |
+/// | Mistral Small 3.1 (Hugging Face)     |        176 |  5,419 | 53,569 |
+/// | DeepSeek V3.1 (Hugging Face)         |        220 |  6,835 | 67,585 |
+///
+/// about 17 to 68 a message. Ten million is 148 times what the heaviest
+/// takes for 1,001 messages (it would render some 150,000, more than any
+/// context holds), and stops a template that never ends in about half a
+/// second (0.55 s on a busy 2-core machine).
+pub const FUEL: u64 = 10_000_000;
+
+/// The deepest nesting of calls, loops and blocks minijinja allows
+/// (`Environment::set_recursion_limit`). A macro call counts 4 levels more
+/// than its caller. Real templates nest a few levels (a loop in a loop, a
+/// macro rendering a JSON schema); this is minijinja's default and its
+/// maximum without the `stacker` feature, and it fits the 2 MiB stack of a
+/// spawned thread (the chat renders on one): see the test below.
+pub const RECURSION_LIMIT: usize = 500;
+
+/// The largest rendered prompt: 16 MiB is some four million tokens, more
+/// than any model's context, so a longer text is a template writing without
+/// end.
+pub const MAX_OUTPUT_BYTES: usize = 16 << 20;
+
+/// The longest one render may take. Real templates render a 1,000-message
+/// conversation in milliseconds; fuel stops an endless one in about half a
+/// second. This catches what fuel cannot see: instructions slow in
+/// themselves (`'a' * 99999999`, a 100 MB string, in a loop takes 0.3 s a
+/// turn for a few fuel each).
+pub const DEADLINE: Duration = Duration::from_secs(2);
+
+/// The stack of the thread [`render_in_time`] renders on: room for
+/// [`RECURSION_LIMIT`] with a wide margin (it is reserved, not used).
+const RENDER_STACK_BYTES: usize = 16 << 20;
+
+/// The largest width, indent or count given to `indent`, `tojson`, `batch`,
+/// `slice` and `format` (or Python's `str.format`): each allocates that
+/// much in one call, beyond fuel's sight. Real templates use 2 to 4.
+pub const MAX_SIZE_ARGUMENT: u64 = 10_000;
+
+/// Why a template produced no text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JinjaError {
+    /// A syntax error, or the template raised or failed on its input:
+    /// minijinja's message.
+    Template(String),
+    /// The template ran past a limit.
+    Runaway(Runaway),
+}
+
+/// The limit a template ran past.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Runaway {
+    /// Its text is this many bytes, over [`MAX_SOURCE_BYTES`].
+    Source(usize),
+    /// It used all its fuel ([`FUEL`] in headroom): this much.
+    Fuel(u64),
+    /// It nested deeper than [`RECURSION_LIMIT`].
+    Recursion,
+    /// It wrote more than [`MAX_OUTPUT_BYTES`].
+    Output,
+    /// It was still running after this long ([`DEADLINE`]).
+    Time(Duration),
+    /// It asked for too much in one step: a size over [`MAX_SIZE_ARGUMENT`]
+    /// for a filter or method, or over one of minijinja's own limits.
+    Size(String),
+}
+
+impl fmt::Display for Runaway {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Runaway::Source(n) => write!(
+                f,
+                "is {n} bytes, over the limit of {MAX_SOURCE_BYTES} bytes"
+            ),
+            Runaway::Fuel(fuel) => write!(f, "did not finish (ran out of fuel after {fuel} steps)"),
+            Runaway::Recursion => write!(
+                f,
+                "did not finish (nested deeper than {RECURSION_LIMIT} levels)"
+            ),
+            Runaway::Output => write!(
+                f,
+                "did not finish (wrote more than {MAX_OUTPUT_BYTES} bytes)"
+            ),
+            Runaway::Time(limit) => write!(
+                f,
+                "did not finish (still running after {} s)",
+                limit.as_secs_f64()
+            ),
+            Runaway::Size(what) => write!(f, "did not finish ({what})"),
+        }
+    }
+}
+
+impl fmt::Display for JinjaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JinjaError::Template(msg) => f.write_str(msg),
+            JinjaError::Runaway(r) => write!(f, "the template {r}"),
+        }
+    }
+}
+
+impl std::error::Error for JinjaError {}
 
 /// A Jinja environment set up like Hugging Face's `apply_chat_template`
 /// (trim_blocks, lstrip_blocks, Python string methods, `raise_exception`,
-/// `strftime_now`), holding `src` as template `name`.
+/// `strftime_now`), holding `src` as template `name`, with the limits above.
 ///
 /// # Errors
-/// A syntax error in `src`.
-pub(super) fn environment(name: &str, src: &str) -> anyhow::Result<Environment<'static>> {
+/// `src` is over [`MAX_SOURCE_BYTES`], or has a syntax error.
+pub fn environment(name: &str, src: &str) -> Result<Environment<'static>, JinjaError> {
+    environment_with_fuel(name, src, FUEL)
+}
+
+/// [`environment`] with another amount of fuel per render: the fuzz target
+/// gives less, so that each endless input costs it milliseconds, not seconds.
+///
+/// # Errors
+/// As [`environment`].
+pub fn environment_with_fuel(
+    name: &str,
+    src: &str,
+    fuel: u64,
+) -> Result<Environment<'static>, JinjaError> {
+    if src.len() > MAX_SOURCE_BYTES {
+        return Err(JinjaError::Runaway(Runaway::Source(src.len())));
+    }
     let mut env = Environment::new();
     env.set_trim_blocks(true);
     env.set_lstrip_blocks(true);
+    env.set_fuel(Some(fuel));
+    env.set_recursion_limit(RECURSION_LIMIT);
     // minijinja picks escaping by template name; chat text is never HTML.
     env.set_auto_escape_callback(|_| AutoEscape::None);
-    env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+    env.set_unknown_method_callback(|state, value, method, args| {
+        if method == "format"
+            && let Some(spec) = value.as_str()
+        {
+            check_format(spec, "str.format")?;
+        }
+        minijinja_contrib::pycompat::unknown_method_callback(state, value, method, args)
+    });
     env.add_function("raise_exception", |msg: String| -> Result<Value, Error> {
         Err(Error::new(
             ErrorKind::InvalidOperation,
@@ -28,20 +199,268 @@ pub(super) fn environment(name: &str, src: &str) -> anyhow::Result<Environment<'
         ))
     });
     env.add_function("strftime_now", |fmt: String| strftime_now(&fmt));
+    cap_size_arguments(&mut env);
     env.add_template_owned(name.to_string(), src.to_string())
-        .map_err(error)?;
+        .map_err(|e| classify(e, fuel))?;
     Ok(env)
 }
 
-/// minijinja's error with its causes on one line.
-pub(super) fn error(err: Error) -> anyhow::Error {
+/// Renders template `name` of `env` (made by [`environment`]) for
+/// `messages`, with the variables Hugging Face templates expect. Returns the
+/// text and the fuel it used.
+///
+/// # Errors
+/// The template raised or failed, or ran past a limit.
+pub fn render<M: Serialize>(
+    env: &Environment<'static>,
+    name: &str,
+    messages: &[M],
+    add_generation_prompt: bool,
+    bos: &str,
+    eos: &str,
+) -> Result<(String, u64), JinjaError> {
+    let fuel = env.fuel().unwrap_or(0);
+    let tmpl = env.get_template(name).map_err(|e| classify(e, fuel))?;
+    let mut out = Capped::default();
+    let result = tmpl.render_captured_to(
+        context! {
+            messages => messages,
+            add_generation_prompt => add_generation_prompt,
+            bos_token => bos,
+            eos_token => eos,
+            tools => Value::from(()),
+            documents => Value::from(()),
+        },
+        &mut out,
+    );
+    let used = match result {
+        Ok(done) => done.state().fuel_levels().map_or(0, |(used, _)| used),
+        Err(_) if out.over => return Err(JinjaError::Runaway(Runaway::Output)),
+        Err(err) => return Err(classify(err, fuel)),
+    };
+    String::from_utf8(out.buf)
+        .map(|text| (text, used))
+        .map_err(|_| JinjaError::Template("the template wrote invalid UTF-8".to_string()))
+}
+
+/// [`render`] on a thread of its own, given up after `deadline`
+/// ([`DEADLINE`] in headroom): the thread is left to finish on its own (its
+/// fuel ends it), and the caller gets an error at once. Callers refuse such a
+/// template, and a process that exits takes the thread with it.
+///
+/// A panic in minijinja (2.24 has one: a negative-step slice of an empty
+/// string, `''[::-1]`) is an error too, printed by nobody: the chat draws on
+/// the terminal the default panic hook would write to.
+///
+/// # Errors
+/// As [`render`], or [`Runaway::Time`], or minijinja panicked.
+pub fn render_in_time<M: Serialize + Send + 'static>(
+    env: Arc<Environment<'static>>,
+    name: String,
+    messages: Vec<M>,
+    add_generation_prompt: bool,
+    (bos, eos): (String, String),
+    deadline: Duration,
+) -> Result<(String, u64), JinjaError> {
+    let (tx, rx) = mpsc::sync_channel(1);
+    quiet_render_panics();
+    std::thread::Builder::new()
+        .name(RENDER_THREAD.into())
+        .stack_size(RENDER_STACK_BYTES)
+        .spawn(move || {
+            let out = panic::catch_unwind(AssertUnwindSafe(|| {
+                render(&env, &name, &messages, add_generation_prompt, &bos, &eos)
+            }))
+            .unwrap_or_else(|payload| {
+                let what = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_string())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                Err(JinjaError::Template(format!(
+                    "minijinja failed on this template (its bug): {what}"
+                )))
+            });
+            // Nobody listens after the deadline: nothing to do then.
+            let _ = tx.send(out);
+        })
+        .map_err(|e| JinjaError::Template(format!("cannot start a thread to render: {e}")))?;
+    match rx.recv_timeout(deadline) {
+        Ok(out) => out,
+        Err(mpsc::RecvTimeoutError::Timeout) => Err(JinjaError::Runaway(Runaway::Time(deadline))),
+        // Cannot happen: the thread sends before it ends, panic or not.
+        Err(mpsc::RecvTimeoutError::Disconnected) => Err(JinjaError::Template(
+            "rendering the template stopped without a result".to_string(),
+        )),
+    }
+}
+
+/// The name of the threads [`render_in_time`] renders on.
+const RENDER_THREAD: &str = "chat-template";
+
+/// Keeps the panic hook from printing panics of [`RENDER_THREAD`]s, which
+/// come back as errors; every other panic is printed as before.
+fn quiet_render_panics() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let previous = panic::take_hook();
+        panic::set_hook(Box::new(move |info| {
+            if std::thread::current().name() != Some(RENDER_THREAD) {
+                previous(info);
+            }
+        }));
+    });
+}
+
+/// The rendered text, refused past [`MAX_OUTPUT_BYTES`].
+#[derive(Default)]
+struct Capped {
+    buf: Vec<u8>,
+    over: bool,
+}
+
+impl io::Write for Capped {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        if self.buf.len().saturating_add(bytes.len()) > MAX_OUTPUT_BYTES {
+            self.over = true;
+            return Err(io::Error::other("the rendered text is too long"));
+        }
+        self.buf.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// minijinja's error as a [`JinjaError`]: a limit it enforces (`fuel`: what
+/// the environment had), or the message with its causes on one line.
+fn classify(err: Error, fuel: u64) -> JinjaError {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&err);
+    while let Some(e) = cause {
+        if let Some(e) = e.downcast_ref::<Error>() {
+            if e.kind() == ErrorKind::OutOfFuel {
+                return JinjaError::Runaway(Runaway::Fuel(fuel));
+            }
+            if e.kind() == ErrorKind::InvalidOperation
+                && e.detail() == Some("recursion limit exceeded")
+            {
+                return JinjaError::Runaway(Runaway::Recursion);
+            }
+            if let Some(what) = e.detail().and_then(|d| d.strip_prefix(OVERSIZED)) {
+                return JinjaError::Runaway(Runaway::Size(what.to_string()));
+            }
+            if let Some(what) = e.detail().filter(|d| ENGINE_LIMITS.contains(d)) {
+                return JinjaError::Runaway(Runaway::Size(what.to_string()));
+            }
+        }
+        cause = e.source();
+    }
     let mut msg = err.to_string();
     let mut source = std::error::Error::source(&err);
     while let Some(cause) = source {
         msg.push_str(&format!(": {cause}"));
         source = cause.source();
     }
-    anyhow!(msg)
+    JinjaError::Template(msg)
+}
+
+/// minijinja's own size limits, known by their messages: a range over
+/// 100,000 items, a repeated string over 100 MB. (Reworded in a later
+/// minijinja, they would read as plain template errors; a test below checks
+/// the wording.)
+const ENGINE_LIMITS: [&str; 2] = [
+    "range has too many elements",
+    "repeated string is too large",
+];
+
+/// Marks the error of a size argument over [`MAX_SIZE_ARGUMENT`], for
+/// [`classify`].
+const OVERSIZED: &str = "headroom: oversized argument: ";
+
+fn oversized(what: String) -> Error {
+    Error::new(ErrorKind::InvalidOperation, format!("{OVERSIZED}{what}"))
+}
+
+/// Replaces the built-in filters that allocate in proportion to an integer
+/// argument with ones that refuse a size over [`MAX_SIZE_ARGUMENT`] first.
+fn cap_size_arguments(env: &mut Environment<'static>) {
+    let filters = [
+        ("indent", Value::from_function(minijinja::filters::indent)),
+        ("tojson", Value::from_function(minijinja::filters::tojson)),
+        ("batch", Value::from_function(minijinja::filters::batch)),
+        ("slice", Value::from_function(minijinja::filters::slice)),
+        ("format", Value::from_function(minijinja::filters::format)),
+    ];
+    for (name, builtin) in filters {
+        env.add_filter(name, move |state: &State, args: Rest<Value>| {
+            // The piped value comes first; it may be any size.
+            let mut sizes: Vec<Value> = Vec::new();
+            for arg in args.iter().skip(1) {
+                if arg.is_kwargs() {
+                    sizes.extend(
+                        arg.try_iter()
+                            .into_iter()
+                            .flatten()
+                            .filter_map(|k| arg.get_item(&k).ok()),
+                    );
+                } else {
+                    sizes.push(arg.clone());
+                }
+            }
+            for size in sizes {
+                // Floats too: minijinja takes 1e9 where it wants an integer.
+                if size.kind() == ValueKind::Number
+                    && f64::try_from(size.clone()).is_ok_and(|n| n.abs() > MAX_SIZE_ARGUMENT as f64)
+                {
+                    return Err(oversized(format!(
+                        "asked `{name}` for a size of {size}, over {MAX_SIZE_ARGUMENT}"
+                    )));
+                }
+            }
+            if name == "format"
+                && let Some(spec) = args.first().and_then(Value::as_str)
+            {
+                check_format(spec, "format")?;
+            }
+            builtin.call(state, &args)
+        });
+    }
+}
+
+/// Refuses a `format` string whose widths or precisions (the digits in a
+/// `%…` or `{…}` field) are over [`MAX_SIZE_ARGUMENT`]: `'%999999999s'`
+/// pads to that many bytes in one call.
+fn check_format(spec: &str, what: &str) -> Result<(), Error> {
+    // The character that opened the field being read, if any; `(` for a
+    // printf mapping key, `%(name)s`, whose name may hold any letter.
+    let mut field: Option<char> = None;
+    let mut number = 0u64;
+    for c in spec.chars() {
+        field = match (field, c) {
+            (None, '%' | '{') => Some(c),
+            // "%%" and "{{" are the characters themselves.
+            (Some('%'), '%') | (Some('{'), '{' | '}') => None,
+            (Some('%'), '(') => Some('('),
+            (Some('('), ')') => Some('%'),
+            // The conversion type ends a printf field.
+            (Some('%'), c) if c.is_ascii_alphabetic() => None,
+            (f, _) => f,
+        };
+        match c.to_digit(10) {
+            Some(d) if matches!(field, Some('%' | '{')) => {
+                number = number.saturating_mul(10).saturating_add(u64::from(d));
+                if number > MAX_SIZE_ARGUMENT {
+                    return Err(oversized(format!(
+                        "a `{what}` width over {MAX_SIZE_ARGUMENT}"
+                    )));
+                }
+            }
+            _ => number = 0,
+        }
+    }
+    Ok(())
 }
 
 /// Python's `datetime.now().strftime(fmt)`, which Llama 3.1 and others call
@@ -86,6 +505,155 @@ fn strftime_now(_fmt: &str) -> Result<String, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn run(src: &str) -> Result<String, JinjaError> {
+        let env = environment("t", src)?;
+        let messages = [[("role", "user"), ("content", "Hello")]
+            .into_iter()
+            .collect::<std::collections::BTreeMap<_, _>>()];
+        render(&env, "t", &messages, true, "<s>", "</s>").map(|(text, _)| text)
+    }
+
+    #[test]
+    fn recursion_stops_cleanly_on_a_spawned_threads_stack() {
+        // 2 MiB, the default of std::thread::spawn: the limit must stop the
+        // deepest recursion before the stack ends, or the process aborts.
+        let deep = "{% macro f() %}{% for a in [1] %}{% for b in [1] %}{% with x = 1 %}\
+                    {{ [f()] | map('upper') | join }}{% endwith %}{% endfor %}{% endfor %}{% endmacro %}{{ f() }}";
+        let out = std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || run(deep))
+            .expect("thread")
+            .join()
+            .expect("no stack overflow");
+        assert_eq!(out, Err(JinjaError::Runaway(Runaway::Recursion)));
+    }
+
+    #[test]
+    fn minijinja_limits_keep_their_wording() {
+        for (src, what) in [
+            (
+                "{{ range(100001) | length }}",
+                "range has too many elements",
+            ),
+            ("{{ 'ab' * 60000000 }}", "repeated string is too large"),
+        ] {
+            assert_eq!(
+                run(src),
+                Err(JinjaError::Runaway(Runaway::Size(what.to_string()))),
+                "{src}"
+            );
+        }
+    }
+
+    #[test]
+    fn size_arguments_are_capped_and_real_ones_work() {
+        assert_eq!(
+            run("{{ 'a\nb' | indent(4, first=true) }}").as_deref(),
+            Ok("    a\n    b")
+        );
+        assert_eq!(
+            run("{{ 'a\nb' | indent(width=2) }}").as_deref(),
+            Ok("a\n  b")
+        );
+        assert_eq!(
+            run("{{ '%5s|%.2f' | format('a', 1.5) }}").as_deref(),
+            Ok("    a|1.50")
+        );
+        assert_eq!(
+            run("{{ '{:>4}|{}'.format('a', 2) }}").as_deref(),
+            Ok("   a|2")
+        );
+        assert_eq!(
+            run("{{ [1, 2, 3] | batch(2) | list | length }}").as_deref(),
+            Ok("2")
+        );
+        assert_eq!(run("{{ 100000000 | tojson }}").as_deref(), Ok("100000000"));
+        // Numbers outside the fields are text, not widths.
+        assert_eq!(
+            run("{{ '20240%% of %(n)s, 123456' | format(n='x') }}").as_deref(),
+            Ok("20240% of x, 123456")
+        );
+        for src in [
+            "{{ 'a\nb' | indent(width=100000) }}",
+            "{{ 'a\nb' | indent(1e9) }}",
+            "{{ [1] | slice(1000000000000) | list }}",
+            "{{ '%.99999f' | format(1.0) }}",
+            "{{ '{0:99999}'.format('a') }}",
+            "{{ '%(name)99999s' | format(name='a') }}",
+        ] {
+            assert!(
+                matches!(run(src), Err(JinjaError::Runaway(Runaway::Size(_)))),
+                "{src}: {:?}",
+                run(src)
+            );
+        }
+    }
+
+    #[test]
+    fn a_slow_render_is_given_up_at_the_deadline() {
+        // Three 100 MB strings: well over a tenth of a second, for a few fuel.
+        let slow = "{% for i in range(3) %}{% set x = 'a' * (100000000 - i) %}{% endfor %}";
+        let env = Arc::new(environment("slow", slow).expect("parses"));
+        let t0 = std::time::Instant::now();
+        let out = render_in_time(
+            env,
+            "slow".into(),
+            Vec::<()>::new(),
+            true,
+            (String::new(), String::new()),
+            Duration::from_millis(50),
+        );
+        assert_eq!(
+            out,
+            Err(JinjaError::Runaway(Runaway::Time(Duration::from_millis(
+                50
+            ))))
+        );
+        assert!(
+            t0.elapsed() < Duration::from_millis(500),
+            "{:?}",
+            t0.elapsed()
+        );
+        let fine = Arc::new(environment("fine", "{{ messages | length }}").expect("parses"));
+        let out = render_in_time(
+            fine,
+            "fine".into(),
+            vec![1, 2],
+            true,
+            (String::new(), String::new()),
+            DEADLINE,
+        );
+        assert_eq!(out.map(|(text, _)| text).as_deref(), Ok("2"));
+    }
+
+    #[test]
+    fn a_panic_in_minijinja_is_an_error() {
+        // minijinja 2.24 indexes past the end reversing an empty string.
+        let env = Arc::new(environment("rev", "{{ ''[::-1] }}").expect("parses"));
+        let out = render_in_time(
+            env,
+            "rev".into(),
+            Vec::<()>::new(),
+            true,
+            (String::new(), String::new()),
+            DEADLINE,
+        );
+        assert!(
+            matches!(&out, Err(JinjaError::Template(m)) if m.starts_with("minijinja failed"))
+                || out.is_ok(),
+            "{out:?}"
+        );
+    }
+
+    #[test]
+    fn oversized_sources_are_refused() {
+        let big = "x".repeat(MAX_SOURCE_BYTES + 1);
+        assert_eq!(
+            environment("big", &big).err(),
+            Some(JinjaError::Runaway(Runaway::Source(MAX_SOURCE_BYTES + 1)))
+        );
+    }
 
     #[test]
     fn strftime_now_formats_the_date() {

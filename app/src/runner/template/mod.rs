@@ -18,17 +18,24 @@
 //! adds BOS exactly when the model wants it (llama.cpp's own chat code does
 //! the same).
 //!
-//! `llama` wraps llama.cpp's formatter, `jinja` the minijinja set-up.
+//! `llama` wraps llama.cpp's formatter, `jinja` the minijinja set-up and its
+//! limits. A template that runs past one of those (it loops, recurses or
+//! writes without end) is refused with one plain sentence, never replaced by
+//! a fallback: such a template is broken or hostile, and the person running
+//! it should choose another with `--chat-template` (or `run --raw`).
 
 mod jinja;
 mod llama;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context, Result, anyhow, bail};
-use minijinja::{Environment, Value, context};
+use minijinja::Environment;
 use serde::Serialize;
+
+use jinja::{JinjaError, Runaway};
 
 /// One turn of a conversation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -102,7 +109,7 @@ macro_rules! asset {
     ($name:literal) => {
         (
             $name,
-            include_str!(concat!("../../../assets/templates/", $name, ".jinja")),
+            include_str!(concat!("../../../../assets/templates/", $name, ".jinja")),
         )
     };
 }
@@ -155,9 +162,10 @@ enum Engine {
     /// recognises.
     Llama(String),
     /// A Jinja environment holding the one template `name` (named after
-    /// where it came from, so minijinja's errors say so).
+    /// where it came from, so minijinja's errors say so); shared with the
+    /// thread each render runs on.
     Jinja {
-        env: Box<Environment<'static>>,
+        env: Arc<Environment<'static>>,
         name: String,
     },
 }
@@ -227,7 +235,8 @@ impl ChatFormat {
                 let shown = path.display().to_string();
                 let engine = jinja(&shown, &src)
                     .with_context(|| format!("parsing chat template {shown}"))?;
-                make(engine, shown)
+                make(engine, shown.clone())
+                    .map_err(|err| plain_runaway(err, &format!("the chat template {shown}"), ""))
             }
             TemplateChoice::Auto => match gguf_template.filter(|t| !t.trim().is_empty()) {
                 Some(text) => ChatFormat::model_own(text, arch, bos, eos),
@@ -239,6 +248,13 @@ impl ChatFormat {
     /// The model's own template: llama.cpp when it recognises the family,
     /// else minijinja, else (a template we cannot run) the fallback.
     fn model_own(text: &str, arch: &str, bos: &str, eos: &str) -> Result<ChatFormat> {
+        let whose = "the model's chat template";
+        let hint = "; give --chat-template NAME, or --raw with `headroom run`";
+        // Checked before llama.cpp copies and scans it, too.
+        if text.len() > jinja::MAX_SOURCE_BYTES {
+            let err = JinjaError::Runaway(Runaway::Source(text.len())).into();
+            return Err(plain_runaway(err, whose, hint));
+        }
         if let Ok(Some(_)) = llama::apply(text, &[Message::user("hi")], true) {
             let origin = match llama::family(text) {
                 Some(name) => format!("model's own (llama.cpp built-in '{name}')"),
@@ -250,7 +266,10 @@ impl ChatFormat {
         }
         jinja("tokenizer.chat_template", text)
             .and_then(|engine| ChatFormat::new(engine, "model's own (Jinja)".to_string(), bos, eos))
-            .or_else(|err| ChatFormat::fallback(arch, bos, eos, Some(&err)))
+            .or_else(|err| match runaway(&err) {
+                Some(_) => Err(plain_runaway(err, whose, hint)),
+                None => ChatFormat::fallback(arch, bos, eos, Some(&err)),
+            })
     }
 
     /// The asset for `arch`; `own_failed` says why the model's own template
@@ -275,7 +294,8 @@ impl ChatFormat {
     }
 
     /// Finishes a format: checks it renders, learns whether it keeps system
-    /// messages and which text ends a turn.
+    /// messages and which text ends a turn. A probe that runs past a limit
+    /// is an error: the template would do the same on a real conversation.
     fn new(engine: Engine, origin: String, bos: &str, eos: &str) -> Result<ChatFormat> {
         let mut format = ChatFormat {
             engine,
@@ -292,16 +312,22 @@ impl ChatFormat {
         // drop it; llama.cpp's chat code then folds it into the first user
         // turn, and so do we.
         let probe = "headroom-system-probe";
-        format.fold_system = !format
-            .render(&[Message::system(probe), Message::user("Hello")], true)
-            .is_ok_and(|text| text.contains(probe));
-        format.stops = format.find_stops();
+        format.fold_system =
+            match format.render(&[Message::system(probe), Message::user("Hello")], true) {
+                Ok(text) => !text.contains(probe),
+                Err(err) if runaway(&err).is_some() => return Err(err),
+                Err(_) => true,
+            };
+        format.stops = format.find_stops()?;
         Ok(format)
     }
 
     /// The end-of-turn text: what the template writes right after an
     /// assistant reply, when it is a known marker or the EOS text.
-    fn find_stops(&self) -> Vec<String> {
+    ///
+    /// # Errors
+    /// The probe ran past a limit.
+    fn find_stops(&self) -> Result<Vec<String>> {
         let reply = "headroom-reply-probe";
         let probe = [
             Message::user("Hello"),
@@ -312,10 +338,13 @@ impl ChatFormat {
             .iter()
             .copied()
             .chain(Some(self.eos.as_str()).filter(|e| !e.is_empty()));
-        let after = self.render(&probe, false).ok().and_then(|text| {
-            text.find(reply)
-                .map(|i| text[i + reply.len()..].to_string())
-        });
+        let after = match self.render(&probe, false) {
+            Ok(text) => text
+                .find(reply)
+                .map(|i| text[i + reply.len()..].to_string()),
+            Err(err) if runaway(&err).is_some() => return Err(err),
+            Err(_) => None,
+        };
         let mut stops: Vec<String> = Vec::new();
         match after {
             Some(after) => {
@@ -340,7 +369,7 @@ impl ChatFormat {
                 }
             }
         }
-        stops
+        Ok(stops)
     }
 
     /// The prompt text for `messages`; with `add_generation_prompt` it ends
@@ -366,17 +395,14 @@ impl ChatFormat {
             Engine::Llama(tmpl) => llama::apply(tmpl, messages, add_generation_prompt)?
                 .ok_or_else(|| anyhow!("llama.cpp does not recognise the chat template")),
             Engine::Jinja { env, name } => {
-                let tmpl = env.get_template(name).map_err(jinja::error)?;
-                let text = tmpl
-                    .render(context! {
-                        messages => messages,
-                        add_generation_prompt => add_generation_prompt,
-                        bos_token => &self.bos,
-                        eos_token => &self.eos,
-                        tools => Value::from(()),
-                        documents => Value::from(()),
-                    })
-                    .map_err(jinja::error)?;
+                let (text, _fuel) = jinja::render_in_time(
+                    Arc::clone(env),
+                    name.clone(),
+                    messages.to_vec(),
+                    add_generation_prompt,
+                    (self.bos.clone(), self.eos.clone()),
+                    jinja::DEADLINE,
+                )?;
                 Ok(match text.strip_prefix(self.bos.as_str()) {
                     Some(rest) if !self.bos.is_empty() => rest.to_string(),
                     _ => text,
@@ -438,9 +464,27 @@ pub fn known_names() -> Vec<String> {
 /// A Jinja engine for `src`, named `name` in minijinja's error messages.
 fn jinja(name: &str, src: &str) -> Result<Engine> {
     Ok(Engine::Jinja {
-        env: Box::new(jinja::environment(name, src)?),
+        env: Arc::new(jinja::environment(name, src)?),
         name: name.to_string(),
     })
+}
+
+/// The limit a template ran past, if that is what `err` says.
+fn runaway(err: &anyhow::Error) -> Option<&Runaway> {
+    err.chain()
+        .find_map(|e| match e.downcast_ref::<JinjaError>() {
+            Some(JinjaError::Runaway(r)) => Some(r),
+            _ => None,
+        })
+}
+
+/// `err`, or, when a template ran past a limit, one plain sentence without
+/// the probing that found it: `whose` template, and `hint` after it.
+fn plain_runaway(err: anyhow::Error, whose: &str, hint: &str) -> anyhow::Error {
+    match runaway(&err) {
+        Some(r) => anyhow!("{whose} {r}{hint}"),
+        None => err,
+    }
 }
 
 #[cfg(test)]
