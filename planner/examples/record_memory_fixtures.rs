@@ -1,0 +1,208 @@
+//! Records `src/memory/fixtures/llama_accounting.json`: llama.cpp's own
+//! per-buffer figures for synthetic models, the expected values of the memory
+//! model's unit tests (`src/memory/tests.rs`).
+//!
+//! Why a recorder: the planner never links llama.cpp, so its unit tests cannot
+//! ask llama.cpp; the numbers are recorded once, from a build of the app, and
+//! kept. Each case writes a synthetic header (`synth::write_sparse`: the exact
+//! header of the shape and mix, a hole for the data) and runs
+//! `headroom llama-accounting FILE --json` with the case's settings: a
+//! `no_alloc` load, so no weights are read and the sizes are what llama.cpp
+//! would allocate on this CPU (its features decide `CPU_REPACK`; they are
+//! recorded with the cases).
+//!
+//! Run (after `cargo build --release -p headroom`):
+//! `cargo run --release -p headroom-planner --example record_memory_fixtures --
+//!  target/release/headroom /tmp/headroom-fixtures > planner/src/memory/fixtures/llama_accounting.json`
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use headroom_planner::hw::{self, ProbeOptions};
+use headroom_planner::synth::{self, Mix, Shape};
+use serde_json::{Value, json};
+
+/// One recorded load: a model and the settings that size its context.
+struct Case {
+    shape: Shape,
+    mix: Mix,
+    n_ctx: u32,
+    n_parallel: u32,
+    flash_attn: &'static str,
+    cache_type_k: &'static str,
+    cache_type_v: &'static str,
+    swa_full: bool,
+    repack: bool,
+}
+
+impl Case {
+    fn new(shape: Shape, mix: Mix, n_ctx: u32) -> Self {
+        Self {
+            shape,
+            mix,
+            n_ctx,
+            n_parallel: 1,
+            flash_attn: "auto",
+            cache_type_k: "f16",
+            cache_type_v: "f16",
+            swa_full: false,
+            repack: true,
+        }
+    }
+}
+
+/// Weights in every shape and mix, repacked or not (the context is small:
+/// only the weights matter); then contexts, sequences, cache types, flash
+/// attention and full sliding-window caches on the Q4_K_M files.
+fn cases() -> Vec<Case> {
+    let mut v = Vec::new();
+    for shape in Shape::ALL {
+        for mix in Mix::ALL {
+            for repack in [true, false] {
+                v.push(Case {
+                    repack,
+                    ..Case::new(shape, mix, 512)
+                });
+            }
+        }
+    }
+    for shape in Shape::ALL {
+        let q = |n_ctx| Case::new(shape, Mix::Q4KM, n_ctx);
+        let long = shape.spec().n_ctx_train.min(32768);
+        v.push(q(4096));
+        v.push(q(long));
+        v.push(Case {
+            flash_attn: "off",
+            ..q(4096)
+        });
+        v.push(Case {
+            n_parallel: 4,
+            ..q(4096)
+        });
+        // Not a multiple of 256 nor of the sequences: llama.cpp's padding.
+        v.push(Case {
+            n_parallel: 3,
+            ..q(1000)
+        });
+        v.push(Case {
+            flash_attn: "on",
+            cache_type_k: "q8_0",
+            cache_type_v: "q8_0",
+            ..q(4096)
+        });
+        v.push(Case {
+            cache_type_k: "q4_0",
+            ..q(4096)
+        });
+        if shape.spec().sliding_window.is_some() {
+            v.push(Case {
+                swa_full: true,
+                ..q(4096)
+            });
+        }
+    }
+    v
+}
+
+fn record(headroom: &Path, file: &Path, c: &Case) -> Result<Value, String> {
+    let mut cmd = Command::new(headroom);
+    cmd.arg("llama-accounting")
+        .arg(file)
+        .args(["--json", "-c", &c.n_ctx.to_string()])
+        .args(["--parallel", &c.n_parallel.to_string()])
+        .args(["--flash-attn", c.flash_attn])
+        .args(["--cache-type-k", c.cache_type_k])
+        .args(["--cache-type-v", c.cache_type_v]);
+    if c.swa_full {
+        cmd.arg("--swa-full");
+    }
+    if !c.repack {
+        cmd.arg("--no-repack");
+    }
+    let out = cmd.output().map_err(|e| format!("running headroom: {e}"))?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    let doc: Value = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
+    Ok(doc["buffers"].clone())
+}
+
+/// The llama.cpp the binary links, as its plans name it.
+fn llama_cpp_version(headroom: &Path, file: &Path) -> Result<Value, String> {
+    let out = Command::new(headroom)
+        .arg("plan")
+        .arg(file)
+        .arg("--json")
+        .output()
+        .map_err(|e| format!("running headroom plan: {e}"))?;
+    let plan: Value = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
+    Ok(plan["llama_cpp"].clone())
+}
+
+fn main() -> Result<(), String> {
+    let args: Vec<String> = std::env::args().collect();
+    let [_, headroom, dir] = args.as_slice() else {
+        return Err("usage: record_memory_fixtures HEADROOM_BINARY SCRATCH_DIR".into());
+    };
+    let headroom = PathBuf::from(headroom);
+    let dir = PathBuf::from(dir);
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let version = Command::new(&headroom)
+        .arg("--version")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .map_err(|e| e.to_string())?;
+    let cpu = hw::probe(&ProbeOptions {
+        measure_bandwidth: false,
+        cache_dir: None,
+    })
+    .cpu;
+    let mut rows = Vec::new();
+    let mut llama_cpp = Value::Null;
+    for c in cases() {
+        let file = dir.join(format!("{}-{}.gguf", c.shape.name(), c.mix.name()));
+        if !file.exists() {
+            synth::write_sparse(&file, c.shape, c.mix).map_err(|e| e.to_string())?;
+        }
+        if llama_cpp.is_null() {
+            llama_cpp = llama_cpp_version(&headroom, &file)?;
+        }
+        let buffers = record(&headroom, &file, &c)
+            .map_err(|e| format!("{} {} c{}: {e}", c.shape.name(), c.mix.name(), c.n_ctx))?;
+        eprintln!(
+            "{} {} c{} np{}",
+            c.shape.name(),
+            c.mix.name(),
+            c.n_ctx,
+            c.n_parallel
+        );
+        rows.push(json!({
+            "shape": c.shape.name(),
+            "mix": c.mix.name(),
+            "n_ctx": c.n_ctx,
+            "n_parallel": c.n_parallel,
+            "flash_attn": c.flash_attn,
+            "cache_type_k": c.cache_type_k,
+            "cache_type_v": c.cache_type_v,
+            "swa_full": c.swa_full,
+            "repack": c.repack,
+            "buffers": buffers,
+        }));
+    }
+    // One case a line: the file stays short and its diffs readable.
+    let head = json!({
+        "recorded_by": "cargo run --release -p headroom-planner --example record_memory_fixtures -- target/release/headroom /tmp/headroom-fixtures",
+        "headroom": version,
+        "llama_cpp": llama_cpp,
+        "cpu_arch": cpu.arch,
+        "cpu_features": cpu.features,
+    });
+    let head = serde_json::to_string_pretty(&head).map_err(|e| e.to_string())?;
+    let rows: Vec<String> = rows.iter().map(Value::to_string).collect();
+    println!(
+        "{},\n  \"cases\": [\n    {}\n  ]\n}}",
+        head.trim_end_matches("\n}"),
+        rows.join(",\n    ")
+    );
+    Ok(())
+}
