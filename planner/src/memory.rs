@@ -5,11 +5,12 @@
 //! was checked against its own `no_alloc` accounting (`llama_get_memory_breakdown`);
 //! the source of each rule is named beside it. The unit tests
 //! (`memory/tests.rs`) hold each piece to figures recorded from that
-//! accounting (`memory/fixtures/`, recorded by `examples/record_memory_fixtures.rs`). Two views are kept apart on
-//! purpose: *allocated* (what each backend asks for, what GPU memory and
-//! `RLIMIT_AS` see) and *resident* (what RAM really holds: llama.cpp's CPU
-//! compute buffer is mostly the logits of a full ubatch, which is allocated
-//! but almost never touched).
+//! accounting (`memory/fixtures/`, by `examples/record_memory_fixtures.rs`).
+//!
+//! Two views are kept apart on purpose: *allocated* (what each backend asks
+//! for, what GPU memory and `RLIMIT_AS` see) and *resident* (what RAM really
+//! holds: llama.cpp's CPU compute buffer is mostly the logits of a full
+//! ubatch, which is allocated but almost never touched).
 
 use crate::gguf::GgmlType;
 use crate::plan::{BufferUse, DeviceKind, DeviceUse, FlashAttn, Settings};
