@@ -27,5 +27,5 @@ cargo test --release --workspace --no-fail-fast || status=$?
 # Every fuzz target for a bounded time each (cargo-fuzz on the stable toolchain): the GGUF
 # header reader, the planner's size arithmetic, the hardware profile and the catalog
 # (TOML); a crash fails.
-FUZZ_SECONDS="${FUZZ_SECONDS:-60}" bash scripts/fuzz.sh gguf_header plan_sizes hw_profile catalog_toml || status=$?
+FUZZ_SECONDS="${FUZZ_SECONDS:-60}" bash scripts/fuzz.sh gguf_header plan_sizes hw_profile catalog_toml template_render || status=$?
 exit "$status"
