@@ -8,13 +8,9 @@
 //! 1. **fit class**: runs fully (every layer on the GPUs, or in RAM on a
 //!    machine without GPU) > runs with layers or experts in RAM > does not
 //!    fit;
-//! 2. **quality class**, in half-octave steps:
-//!    ⌊2 · (log2(effective parameters in billions) − bits + speed)⌋, where
-//!    the effective parameters of an MoE model are √(total × active); `bits`
-//!    is 1 for a 3-bit mix (`Q3_*`, `IQ3_*`) and 2 for 2-bit and below
-//!    (`Q2_K`, `IQ2_*`, `IQ1_*`), whose quality loss grows fast (a 14B at
-//!    Q3_K_M counts as a 7B); `speed` is log2(tok/s ÷ 10) below 10 tok/s and
-//!    0 above (half the speed of reading counts as half the model);
+//! 2. **quality class**, in half-octave steps of model size
+//!    ([`headroom_planner::rank`] has the rule): larger, more bits and faster
+//!    than 10 tok/s rank higher; an MoE model counts as √(total × active);
 //! 3. models whose architecture is estimated from the parameter count after
 //!    those whose facts are known;
 //! 4. **speed**: estimated decode tokens per second; then the id.
@@ -28,6 +24,9 @@ use std::sync::Mutex;
 use anyhow::{Context, Result};
 use headroom_planner::hw::{self, HardwareSnapshot, Overrides};
 use headroom_planner::plan::{Plan, Settings, Verdict};
+// The ranking's pure decisions live (and are property-tested) in the planner;
+// re-exported because they are part of this module's public face.
+pub use headroom_planner::rank::{fit_class, quality_class};
 use headroom_planner::solve::{self, Build};
 use headroom_planner::synth::facts::ArchFacts;
 use headroom_planner::synth::mix::FileType;
@@ -125,43 +124,6 @@ pub fn machine(ram: u64, vram: &[u64]) -> Result<HardwareSnapshot> {
             profile: None,
         },
     )?)
-}
-
-/// Octaves of model size a mix costs: 1 for 3-bit mixes, 2 for 2-bit and below.
-#[must_use]
-pub fn quant_penalty(ft: FileType) -> i32 {
-    let bits = ft.default_type().bits_per_weight();
-    if bits < 3.0 {
-        2
-    } else if bits < 4.0 {
-        1
-    } else {
-        0
-    }
-}
-
-/// Fit class of a verdict (2 fully, 1 with offload, 0 not).
-#[must_use]
-pub fn fit_class(v: Verdict) -> u8 {
-    match v {
-        Verdict::Fits => 2,
-        Verdict::FitsWithOffload => 1,
-        Verdict::DoesNotFit => 0,
-    }
-}
-
-/// Effective parameters in billions: √(total × active) for MoE.
-fn effective_b(total: u64, active: u64) -> f64 {
-    ((total as f64) * (active as f64)).sqrt() / 1e9
-}
-
-/// The quality class (see the module docs) of a model of `total` (`active`)
-/// parameters run as `ft` at `tokens_per_s` (`None`: not running).
-#[must_use]
-pub fn quality_class(total: u64, active: u64, ft: FileType, tokens_per_s: Option<f64>) -> i32 {
-    let size = effective_b(total, active).max(1e-3).log2();
-    let slow = tokens_per_s.map_or(0.0, |t| (t.max(1e-3) / 10.0).log2().min(0.0));
-    (2.0 * (size - f64::from(quant_penalty(ft)) + slow)).floor() as i32
 }
 
 /// Whether an entry passes the query's use and context filters.
@@ -673,40 +635,4 @@ pub fn quant_rows(
         })
         .collect();
     Ok((arch, rows))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn quality_classes() {
-        let q = |b: f64, ft, tps| quality_class((b * 1e9) as u64, (b * 1e9) as u64, ft, tps);
-        assert_eq!(q(8.03, FileType::Q6_K, Some(90.0)), 6);
-        assert_eq!(q(7.6, FileType::Q6_K, Some(90.0)), 5);
-        assert_eq!(
-            q(14.8, FileType::Q3_K_M, Some(90.0)),
-            5,
-            "a 14B at 3 bits is a 7B"
-        );
-        assert_eq!(
-            q(32.8, FileType::Q2_K, Some(90.0)),
-            6,
-            "a 32B at 2 bits is an 8B"
-        );
-        assert_eq!(
-            q(8.03, FileType::Q8_0, Some(2.5)),
-            2,
-            "two halvings below 10 tok/s"
-        );
-        assert_eq!(q(70.6, FileType::Q4_K_M, Some(0.8)), 4);
-        assert_eq!(q(0.5, FileType::F16, None), -2);
-        assert_eq!(quant_penalty(FileType::IQ4_XS), 0);
-        assert_eq!(quant_penalty(FileType::Q3_K_L), 1);
-        assert_eq!(quant_penalty(FileType::IQ3_M), 1);
-        assert_eq!(quant_penalty(FileType::IQ2_M), 2);
-        // Qwen3-30B-A3B: 30.5B total, 3.3B active → about 10B effective.
-        let moe = quality_class(30_500_000_000, 3_300_000_000, FileType::Q4_K_M, Some(50.0));
-        assert_eq!(moe, 6);
-    }
 }
