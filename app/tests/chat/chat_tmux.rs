@@ -10,6 +10,9 @@
 //! shell's screen again, no alternate screen, no mouse reporting, canonical
 //! mode and echo on).
 //!
+//! A GGUF whose chat template never finishes is refused: within 5 s the
+//! screen shows one error line saying so, and the chat has exited 1.
+//!
 //! The demo model is a base model, so nothing here depends on what it says.
 //! Run alone with `cargo test --release -p headroom --test chat_tmux -- --nocapture`
 //! to see the latency figures.
@@ -456,4 +459,91 @@ fn a_load_that_fails_under_a_memory_limit_gives_the_terminal_back() {
     let errors = printed.matches("headroom: error:").count();
     assert_eq!(errors, 1, "one error line:\n{s}");
     assert!(printed.contains("attempted to allocate"), "{s}");
+}
+
+/// The demo model with `template` as its `tokenizer.chat_template`, at
+/// `dir/endless.gguf`: its header rewritten with every key kept (the
+/// template added), then its tensor data, whose offsets are relative to the
+/// data section and so unchanged. (`tests/run/template.rs` makes the same.)
+fn demo_with_template(model: &Path, dir: &Path, template: &str) -> PathBuf {
+    use headroom_planner::gguf::writer::to_bytes;
+    use headroom_planner::gguf::{ParseLimits, Value, read_header_with};
+    use std::io::{Seek, SeekFrom, Write};
+
+    let open = || std::fs::File::open(model).expect("open the demo model");
+    let mut header = read_header_with(open(), &ParseLimits::keep_all()).expect("demo header");
+    header
+        .metadata
+        .retain(|(key, _)| key != "tokenizer.chat_template");
+    header
+        .metadata
+        .push(("tokenizer.chat_template".into(), Value::from(template)));
+    let path = dir.join("endless.gguf");
+    let mut out = std::fs::File::create(&path).expect("create model");
+    out.write_all(&to_bytes(&header).expect("header bytes"))
+        .expect("write header");
+    let mut data = open();
+    data.seek(SeekFrom::Start(header.data_offset))
+        .expect("seek to the data");
+    std::io::copy(&mut data, &mut out).expect("copy the tensor data");
+    path
+}
+
+/// The screen's text without spaces, line breaks and box edges, so that a
+/// message wrapped at 80 columns is found whole.
+fn squeezed(screen: &str) -> String {
+    screen
+        .chars()
+        .filter(|c| !c.is_whitespace() && *c != '│')
+        .collect()
+}
+
+/// A GGUF whose chat template loops for ever: the refusal is on the screen
+/// within 5 s of starting (the model loads first), as one error line, and
+/// the chat exits 1 and gives the terminal back.
+#[test]
+fn a_gguf_whose_template_never_ends_is_refused() {
+    let Setup {
+        _serial,
+        model,
+        dir,
+        log,
+        tmux,
+    } = Setup::new("endless");
+    let endless =
+        "{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}";
+    let gguf = demo_with_template(&model, dir.path(), endless);
+    let refusal = "the model's chat template did not finish (ran out of fuel after 10000000 steps)";
+    tmux.wait_for("the shell's prompt", 10, &log, |s| !s.trim().is_empty());
+    tmux.type_text(&format!(
+        "cd {} && {} chat {} -c 512; echo EXIT=$?",
+        dir.path().display(),
+        env!("CARGO_BIN_EXE_headroom"),
+        gguf.display()
+    ));
+    let t0 = Instant::now();
+    tmux.keys(&["Enter"]);
+    let s = tmux.wait_for("the refusal", 30, &log, |s| {
+        squeezed(s).contains(&squeezed(refusal))
+    });
+    let took = t0.elapsed();
+    println!(
+        "endless template: refused on screen {:.2} s after Enter (tmux polling included)",
+        took.as_secs_f64()
+    );
+    assert!(took < Duration::from_secs(5), "{took:?}:\n{s}");
+    // The chat ends by itself on a failed start; were it to show the
+    // failure and wait instead, leaving is Ctrl+D.
+    if !s.contains("EXIT=") {
+        tmux.keys(&["C-d"]);
+    }
+    let s = assert_restored(&tmux, &log, "1");
+    let printed: String = s.lines().collect();
+    assert_eq!(
+        printed.matches("headroom: error:").count(),
+        1,
+        "one error line:\n{s}"
+    );
+    let error = &printed[printed.find("headroom: error:").unwrap_or(0)..];
+    assert!(squeezed(error).contains(&squeezed(refusal)), "{s}");
 }

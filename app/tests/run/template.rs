@@ -1,9 +1,13 @@
 //! Chat formatting against exact expected prompts: the Gemma fallback the demo
 //! model needs, llama.cpp's built-ins, Jinja through minijinja (files and GGUF
-//! templates llama.cpp does not recognise), and the errors a user can meet.
+//! templates llama.cpp does not recognise), and the errors a user can meet;
+//! last, templates that never finish, refused in a few seconds by the
+//! formatter and by `headroom run` on a GGUF that carries one.
 
-use headroom::template::{ChatFormat, Message, TemplateChoice, known_names};
+use headroom::runner::template::{ChatFormat, Message, TemplateChoice, known_names};
 use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 const BOS: &str = "<bos>";
 const EOS: &str = "<eos>";
@@ -325,4 +329,213 @@ fn hugging_face_conventions_work_in_jinja() {
         f.render(&with_system(), false).expect("renders"),
         "[You are terse.|4]User: Hello;Assistant: Hi there.;User: What is two+two?;"
     );
+}
+
+/// A loop in a loop, each within minijinja's range limit: 10^10 steps.
+const ENDLESS: &str =
+    "{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}";
+
+/// A macro that calls itself.
+const RECURSIVE: &str = "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}";
+
+/// The refusal of the model's own template, as `run` prints it after
+/// `headroom: error: `.
+fn refusal(detail: &str) -> String {
+    format!(
+        "the model's chat template did not finish ({detail}); give --chat-template NAME, or --raw with `headroom run`"
+    )
+}
+
+/// Templates that never finish, and those that ask for too much at once, are
+/// refused in a few seconds with one plain sentence, never replaced by the
+/// fallback (whose rendering would hide what the file does).
+#[test]
+fn runaway_gguf_templates_are_refused_not_replaced() {
+    let cases = [
+        (ENDLESS, "ran out of fuel after 10000000 steps".to_string()),
+        (RECURSIVE, "nested deeper than 500 levels".to_string()),
+        // Mutual recursion through macros, each call nesting a loop.
+        (
+            "{% macro a() %}{% for m in messages %}{{ b() }}{% endfor %}{% endmacro %}\
+             {% macro b() %}{{ a() }}{% endmacro %}{{ a() }}",
+            "nested deeper than 500 levels".to_string(),
+        ),
+        // Two recursive calls a level: 2^60 calls, each shallow enough.
+        (
+            "{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(60) }}",
+            "ran out of fuel after 10000000 steps".to_string(),
+        ),
+        // The issue's example: minijinja refuses ranges over 100,000 items.
+        (
+            "{% for i in range(1000000000) %}{% for j in range(1000000000) %}x{% endfor %}{% endfor %}",
+            "range has too many elements".to_string(),
+        ),
+        (
+            "{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}",
+            format!("wrote more than {} bytes", 16 << 20),
+        ),
+        (
+            "{{ messages | tojson(indent=1000000000) }}",
+            "asked `tojson` for a size of 1000000000, over 10000".to_string(),
+        ),
+        (
+            "{{ '%999999999s' | format('a') }}",
+            "a `format` width over 10000".to_string(),
+        ),
+        (
+            "{{ '{:>999999999}'.format('a') }}",
+            "a `str.format` width over 10000".to_string(),
+        ),
+    ];
+    for (src, detail) in cases {
+        let t0 = Instant::now();
+        let err = ChatFormat::resolve(&TemplateChoice::Auto, Some(src), "gemma3", BOS, EOS)
+            .expect_err(src);
+        let took = t0.elapsed();
+        assert_eq!(format!("{err:#}"), refusal(&detail), "{src}");
+        assert!(took < Duration::from_secs(5), "{src}: {took:?}");
+    }
+}
+
+/// A template that runs away only on a conversation with a system message
+/// (one of the probes that set a format up) is refused all the same.
+#[test]
+fn a_template_endless_on_a_system_message_is_refused() {
+    let src = format!(
+        "{{% if messages[0].role == 'system' %}}{ENDLESS}{{% endif %}}\
+         {{% for m in messages %}}{{{{ m.content }}}}{{% endfor %}}"
+    );
+    let err = ChatFormat::resolve(&TemplateChoice::Auto, Some(&src), "gemma3", BOS, EOS)
+        .expect_err("endless on a system message");
+    assert_eq!(
+        format!("{err:#}"),
+        refusal("ran out of fuel after 10000000 steps")
+    );
+}
+
+/// A GGUF template over 1 MiB is refused before anything reads it.
+#[test]
+fn an_oversized_gguf_template_is_refused() {
+    let src = format!("{{# {} #}}", "x".repeat(1 << 20));
+    let err = ChatFormat::resolve(&TemplateChoice::Auto, Some(&src), "gemma3", BOS, EOS)
+        .expect_err("over 1 MiB");
+    assert_eq!(
+        format!("{err:#}"),
+        format!(
+            "the model's chat template is {} bytes, over the limit of 1048576 bytes; \
+             give --chat-template NAME, or --raw with `headroom run`",
+            src.len()
+        )
+    );
+}
+
+/// `--chat-template FILE` that never finishes: the same refusal, naming the file.
+#[test]
+fn an_endless_template_file_is_refused() {
+    let mut file = tempfile::Builder::new()
+        .suffix(".jinja")
+        .tempfile()
+        .expect("temp file");
+    file.write_all(RECURSIVE.as_bytes())
+        .expect("write template");
+    let choice = TemplateChoice::File(file.path().to_path_buf());
+    let err = ChatFormat::resolve(&choice, None, "llama", BOS, EOS).expect_err("recursive");
+    assert_eq!(
+        format!("{err:#}"),
+        format!(
+            "the chat template {} did not finish (nested deeper than 500 levels)",
+            file.path().display()
+        )
+    );
+}
+
+/// The limits leave real templates a wide margin: a conversation of 5,000
+/// messages renders with the Gemma fallback and with a Hugging Face style
+/// template (namespace, Python methods, a loop over the messages reversed).
+#[test]
+fn long_conversations_render_within_the_limits() {
+    let qwen_like = "{%- set ns = namespace(last=messages|length - 1) %}\
+        {%- for m in messages[::-1] %}{%- if ns.last == messages|length - 1 and m.role == 'user' %}{%- set ns.last = loop.index0 %}{%- endif %}{%- endfor %}\
+        {%- for m in messages %}{{- '<|turn|>' + m.role + '\\n' + m.content.strip() + '<|end|>\\n' }}{%- endfor %}\
+        {%- if add_generation_prompt %}{{- '<|turn|>assistant\\n' }}{%- endif %}";
+    let mut messages = vec![Message::system("You are terse.")];
+    for i in 0..2500 {
+        messages.push(Message::user(format!(
+            "Question {i}: {}",
+            "words ".repeat(30)
+        )));
+        messages.push(Message::assistant(format!("Answer {i}.")));
+    }
+    messages.push(Message::user("Last one."));
+    for f in [auto(None, "gemma3"), auto(Some(qwen_like), "newarch")] {
+        let t0 = Instant::now();
+        let text = f.render(&messages, true).expect("renders");
+        assert!(text.contains("Question 2499"), "{}", f.describe());
+        assert!(
+            t0.elapsed() < Duration::from_secs(1),
+            "{}: {:?}",
+            f.describe(),
+            t0.elapsed()
+        );
+    }
+}
+
+/// The demo model with `template` as its `tokenizer.chat_template`, at
+/// `dir/name.gguf`: its header rewritten with every key kept (the template
+/// added), then its tensor data, whose offsets are relative to the data
+/// section and so unchanged.
+fn demo_with_template(dir: &Path, name: &str, template: &str) -> PathBuf {
+    use headroom_planner::gguf::writer::to_bytes;
+    use headroom_planner::gguf::{ParseLimits, Value, read_header_with};
+    use std::io::{Seek, SeekFrom};
+
+    let demo = crate::support::model();
+    let open = || std::fs::File::open(demo).expect("open the demo model");
+    let mut header = read_header_with(open(), &ParseLimits::keep_all()).expect("demo header");
+    header
+        .metadata
+        .retain(|(key, _)| key != "tokenizer.chat_template");
+    header
+        .metadata
+        .push(("tokenizer.chat_template".into(), Value::from(template)));
+    let path = dir.join(format!("{name}.gguf"));
+    let mut out = std::fs::File::create(&path).expect("create model");
+    out.write_all(&to_bytes(&header).expect("header bytes"))
+        .expect("write header");
+    let mut data = open();
+    data.seek(SeekFrom::Start(header.data_offset))
+        .expect("seek to the data");
+    std::io::copy(&mut data, &mut out).expect("copy the tensor data");
+    path
+}
+
+/// `headroom run` on a GGUF whose template never finishes: one error line,
+/// exit 1, in under 5 s (the model loads first: the template is read from
+/// the loaded model, and rendered before any generation).
+#[test]
+fn run_refuses_a_gguf_whose_template_never_ends() {
+    use crate::support::{Sandbox, assert_one_line, one_at_a_time};
+
+    let _gate = one_at_a_time();
+    let sb = Sandbox::new();
+    for (name, src, detail) in [
+        ("endless", ENDLESS, "ran out of fuel after 10000000 steps"),
+        ("recursive", RECURSIVE, "nested deeper than 500 levels"),
+    ] {
+        let gguf = demo_with_template(sb.path(), name, src);
+        let t0 = Instant::now();
+        let out = sb.run([
+            "run".as_ref(),
+            gguf.as_os_str(),
+            "-p".as_ref(),
+            "hi".as_ref(),
+            "-n".as_ref(),
+            "4".as_ref(),
+        ]);
+        let took = t0.elapsed();
+        println!("{name}: refused in {:.2} s", took.as_secs_f64());
+        let expected = refusal(detail);
+        assert_one_line(&out, 1, "headroom: error: ", &[&expected], name);
+        assert!(took < Duration::from_secs(5), "{name}: {took:?}");
+    }
 }
