@@ -23,7 +23,10 @@ cargo bench -p headroom --bench run_speed
 # Ranking the whole catalog for a machine, offline (prints the time per fit).
 cargo bench -p headroom --bench fit_speed
 status=0
-cargo test --release --workspace --no-fail-fast || status=$?
+cargo test --release --workspace --no-fail-fast -- --skip soak:: || status=$?
+# The soak tests measure this process's own resident set over hundreds of
+# generations: alone, so no other test's allocations or CPU share move them.
+cargo test --release -p headroom --test run -- soak:: --test-threads=1 || status=$?
 # Every fuzz target for a bounded time each (cargo-fuzz on the stable toolchain): the GGUF
 # header reader, the planner's size arithmetic, the hardware profile and the catalog
 # (TOML); a crash fails.

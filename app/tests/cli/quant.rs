@@ -225,21 +225,15 @@ fn planning_a_16_gb_file_reads_only_its_header() {
     let start = Instant::now();
     let out = output_of(cmd);
     let took = start.elapsed();
-    assert!(
-        matches!(out.code, Some(0 | 3)),
-        "exit {:?}: {}",
-        out.code,
-        out.stderr
-    );
+    // 16 GB of F16 weights against 8 GiB of VRAM and 16 GiB of RAM: no
+    // placement holds them, so the plan is refused (exit 3), from the header.
+    assert_eq!(out.code, Some(3), "{}", out.stderr);
     assert!(took < Duration::from_secs(2), "plan took {took:?}");
 
-    let Some(strace) = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+    let strace = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
         .map(|d| d.join("strace"))
         .find(|p| p.is_file())
-    else {
-        println!("note: strace not found: bytes read from the model not measured");
-        return;
-    };
+        .expect("strace is not installed (scripts/setup.sh installs it)");
     let dir = tempfile::tempdir().expect("temp dir");
     let log = dir.path().join("strace.log");
     let mut cmd = Command::new(strace);
@@ -260,17 +254,13 @@ fn planning_a_16_gb_file_reads_only_its_header() {
         profile.as_os_str(),
     ]);
     let traced = output_of(cmd);
-    let Ok(text) = std::fs::read_to_string(&log) else {
-        println!(
-            "note: strace could not trace here ({}): bytes read not measured",
-            traced.stderr.trim()
-        );
-        return;
-    };
-    if !text.contains("openat(") {
-        println!("note: strace logged no system calls: bytes read not measured");
-        return;
-    }
+    let text = std::fs::read_to_string(&log)
+        .unwrap_or_else(|e| panic!("strace wrote no log ({e}): {}", traced.stderr.trim()));
+    assert!(
+        text.contains("openat("),
+        "strace logged no system calls: {}",
+        traced.stderr.trim()
+    );
     assert_eq!(traced.code, out.code, "under strace: {}", traced.stderr);
     let header = headroom_planner::gguf::read_header_from_file(&f16)
         .expect("header")
