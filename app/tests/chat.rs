@@ -7,3 +7,5 @@
 mod chat_tmux;
 #[path = "chat/chat_view.rs"]
 mod chat_view;
+#[path = "support/tmux.rs"]
+mod tmux;

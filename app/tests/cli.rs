@@ -37,3 +37,7 @@ mod accounting_quant;
 mod accounting_smoke;
 #[path = "cli/planner_vs_llama.rs"]
 mod planner_vs_llama;
+#[path = "support/models.rs"]
+mod models;
+#[path = "support/sandbox.rs"]
+mod sandbox;

@@ -14,3 +14,13 @@ mod demo_hub;
 mod remote_plan;
 #[path = "hub/secrets.rs"]
 mod secrets;
+#[path = "support/demo.rs"]
+mod demo;
+#[path = "support/hf_server.rs"]
+mod hf_server;
+#[path = "support/models.rs"]
+mod models;
+#[path = "support/sandbox.rs"]
+mod sandbox;
+#[path = "support/tmux.rs"]
+mod tmux;

@@ -36,3 +36,5 @@ mod run_load;
 mod soak;
 #[path = "run/template.rs"]
 mod template;
+#[path = "support/demo.rs"]
+mod demo;

@@ -14,11 +14,10 @@
 //! screen shows one error line saying so, and the chat has exited 1.
 //!
 //! The demo model is a base model, so nothing here depends on what it says.
-//! Run alone with `cargo test --release -p headroom --test chat_tmux -- --nocapture`
+//! Run alone with `cargo test --release -p headroom --test chat chat_tmux -- --nocapture`
 //! to see the latency figures.
 
-#[path = "support/tmux.rs"]
-mod tmux;
+use crate::tmux;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

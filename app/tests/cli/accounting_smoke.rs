@@ -3,7 +3,7 @@
 //! a `no_alloc` load reads no weights yet sizes them exactly, and that the
 //! simulated numbers equal a real load's.
 //!
-//! Run with `cargo test --release -p headroom --test accounting_smoke -- --nocapture`
+//! Run with `cargo test --release -p headroom --test cli accounting_smoke:: -- --nocapture`
 //! to print the per-buffer numbers the planner is calibrated against.
 
 use headroom::llama::{AccountingParams, Breakdown, FlashAttn, TensorOverride, breakdown};

@@ -3,12 +3,10 @@
 //! `--models-dir` folder: every model once, split sets as one, projectors
 //! left out, unfinished downloads reported, each with a plan.
 //!
-//! Run with `cargo test --release -p headroom --test list`.
+//! Run with `cargo test --release -p headroom --test cli list::`.
 
-#[path = "../support/models.rs"]
-mod models;
-#[path = "../support/sandbox.rs"]
-mod sandbox;
+use crate::models;
+use crate::sandbox;
 
 use std::path::Path;
 

@@ -8,14 +8,11 @@
 //! (`scripts/test.sh` sets it), else whatever `headroom demo-model` gives with
 //! the normal environment.
 //!
-//! Run with `cargo test --release -p headroom --test demo_hub`.
+//! Run with `cargo test --release -p headroom --test hub demo_hub::`.
 
-#[path = "../support/demo.rs"]
-mod demo;
-#[path = "../support/hf_server.rs"]
-mod hf_server;
-#[path = "../support/sandbox.rs"]
-mod sandbox;
+use crate::demo;
+use crate::hf_server;
+use crate::sandbox;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

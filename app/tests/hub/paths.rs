@@ -7,16 +7,12 @@
 //! in a temporary folder; after each hostile case the test checks which
 //! files exist, inside the sandbox and at the places the names point to.
 //!
-//! Run with `cargo test --release -p headroom --test paths -- --nocapture`.
+//! Run with `cargo test --release -p headroom --test hub paths:: -- --nocapture`.
 
-#[path = "../support/demo.rs"]
-mod demo;
-#[path = "../support/hf_server.rs"]
-mod hf_server;
-#[path = "../support/models.rs"]
-mod models;
-#[path = "../support/sandbox.rs"]
-mod sandbox;
+use crate::demo;
+use crate::hf_server;
+use crate::models;
+use crate::sandbox;
 
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};

@@ -2,16 +2,12 @@
 //! 127.0.0.1 (`support/hf_server.rs`) serving the real demo model and small
 //! GGUF files, every cache in a temporary folder.
 //!
-//! Run with `cargo test --release -p headroom --test pull`.
+//! Run with `cargo test --release -p headroom --test hub pull::`.
 
-#[path = "../support/demo.rs"]
-mod demo;
-#[path = "../support/hf_server.rs"]
-mod hf_server;
-#[path = "../support/models.rs"]
-mod models;
-#[path = "../support/sandbox.rs"]
-mod sandbox;
+use crate::demo;
+use crate::hf_server;
+use crate::models;
+use crate::sandbox;
 
 use std::fs::File;
 use std::io::Read;

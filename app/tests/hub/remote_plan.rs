@@ -4,17 +4,13 @@
 //! refresh` records what it read as verified facts. Against the hub stand-in
 //! on 127.0.0.1 serving the real demo model and sparse synthetic models.
 //!
-//! Run with `cargo test --release -p headroom --test remote_plan -- --nocapture`
+//! Run with `cargo test --release -p headroom --test hub remote_plan:: -- --nocapture`
 //! (it prints the bytes each header-only plan read).
 
-#[path = "../support/demo.rs"]
-mod demo;
-#[path = "../support/hf_server.rs"]
-mod hf_server;
-#[path = "../support/models.rs"]
-mod models;
-#[path = "../support/sandbox.rs"]
-mod sandbox;
+use crate::demo;
+use crate::hf_server;
+use crate::models;
+use crate::sandbox;
 
 use headroom::source::demo::{FILE_NAME, SHA256, SIZE};
 use headroom_planner::synth::{Mix, Shape};

@@ -12,18 +12,13 @@
 //! empty), then searches everything for it, and for a shorter piece of it
 //! in case something prints it cut short.
 //!
-//! Run with `cargo test --release -p headroom --test secrets -- --nocapture`.
+//! Run with `cargo test --release -p headroom --test hub secrets:: -- --nocapture`.
 
-#[path = "../support/demo.rs"]
-mod demo;
-#[path = "../support/hf_server.rs"]
-mod hf_server;
-#[path = "../support/models.rs"]
-mod models;
-#[path = "../support/sandbox.rs"]
-mod sandbox;
-#[path = "../support/tmux.rs"]
-mod tmux;
+use crate::demo;
+use crate::hf_server;
+use crate::models;
+use crate::sandbox;
+use crate::tmux;
 
 use std::ffi::OsStr;
 use std::path::Path;

@@ -2,8 +2,7 @@
 //! plan exactly (checked with llama.cpp's own accounting), and a load that
 //! cannot get its memory fails with one line naming the allocation.
 
-#[path = "../support/demo.rs"]
-mod demo;
+use crate::demo;
 use demo::demo_model;
 
 use std::os::unix::process::CommandExt;

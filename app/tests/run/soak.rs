@@ -4,8 +4,7 @@
 //! Bounded in time: at most `SOAK_GENERATIONS` (300) generations or
 //! `SOAK_SECONDS` (120) seconds, whichever comes first. Prints the numbers.
 
-#[path = "../support/demo.rs"]
-mod demo;
+use crate::demo;
 use demo::demo_model;
 
 use std::sync::atomic::AtomicBool;
