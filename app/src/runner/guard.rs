@@ -262,3 +262,172 @@ pub fn disagreements(checks: &[DeviceCheck], tolerance: f64) -> Vec<String> {
 pub fn over_budget(checks: &[DeviceCheck]) -> Option<&DeviceCheck> {
     checks.iter().find(|c| c.total_bytes > c.budget_bytes)
 }
+
+#[cfg(test)]
+mod tests {
+    //! The cross-check decides whether `run` refuses a plan that fits by the
+    //! planner's own figures: these pin its arithmetic on plain values (a
+    //! plan from the solver, llama.cpp's breakdown written out by hand).
+
+    use headroom_planner::hw::{self, HardwareSnapshot};
+    use headroom_planner::profile;
+    use headroom_planner::synth::{self, Mix, Shape};
+
+    use super::*;
+    use crate::llama::{BufferUse, ContextInfo, DeviceKind};
+
+    const MIB: u64 = 1 << 20;
+
+    fn machine() -> HardwareSnapshot {
+        hw::parse_profile(
+            include_str!("../../../planner/tests/fixtures/hw/gpu-8g-ram-16g.toml"),
+            Path::new("gpu-8g-ram-16g.toml"),
+        )
+        .expect("the fixture profile parses")
+    }
+
+    /// Llama 3.2 1B Q4_K_M at 4096 context with `ngl` layers on the 8 GiB GPU.
+    fn plan(ngl: u32) -> Plan {
+        let header = synth::build(Shape::Llama1B, Mix::Q4KM).expect("synthetic header");
+        let p = profile::profile(&header).expect("profile");
+        let s = Settings {
+            n_ctx: Some(4096),
+            n_gpu_layers: Some(ngl),
+            ..Settings::default()
+        };
+        solve::plan(&p, "m.gguf", &s, &machine(), Build { gpu: true })
+    }
+
+    /// llama.cpp's breakdown that agrees with the plan buffer for buffer,
+    /// each buffer scaled by `scale` (1.0 = the plan's own figures).
+    fn breakdown(plan: &Plan, scale: f64) -> Breakdown {
+        let buffers = plan
+            .devices
+            .iter()
+            .flat_map(|d| {
+                let gpu = d.kind != headroom_planner::plan::DeviceKind::Cpu;
+                d.buffers.iter().map(move |b| BufferUse {
+                    name: b.name.clone(),
+                    device: d.name.clone(),
+                    device_kind: if gpu {
+                        DeviceKind::Gpu
+                    } else {
+                        DeviceKind::Cpu
+                    },
+                    model: (b.model_bytes as f64 * scale) as u64,
+                    context: (b.context_bytes as f64 * scale) as u64,
+                    compute: (b.compute_bytes as f64 * scale) as u64,
+                    is_host: !gpu,
+                })
+            })
+            .collect();
+        Breakdown {
+            buffers,
+            info: ContextInfo::default(),
+        }
+    }
+
+    #[test]
+    fn agreeing_accounting_changes_nothing() {
+        let plan = plan(16);
+        assert!(plan.verdict.fits(), "{:?}", plan.warnings);
+        let checks = cross_check(&plan, &breakdown(&plan, 1.0));
+        assert_eq!(checks.len(), plan.devices.len());
+        for (c, d) in checks.iter().zip(&plan.devices) {
+            assert_eq!(c.planned_bytes, c.llama_bytes, "{}", c.device);
+            assert_eq!(c.difference(), 0.0);
+            if c.device == plan.devices[0].name {
+                assert_eq!(c.total_bytes, plan.ram.anonymous_bytes + d.margin_bytes);
+                assert_eq!(c.budget_bytes, plan.ram.budget_bytes);
+            } else {
+                assert_eq!(c.total_bytes, d.total_bytes);
+                assert_eq!(c.budget_bytes, d.budget_bytes);
+            }
+        }
+        assert!(disagreements(&checks, 0.05).is_empty());
+        assert!(over_budget(&checks).is_none());
+    }
+
+    #[test]
+    fn a_larger_llama_figure_is_added_and_named() {
+        let plan = plan(16);
+        let checks = cross_check(&plan, &breakdown(&plan, 1.10));
+        let gpu = checks
+            .iter()
+            .find(|c| c.device != plan.devices[0].name)
+            .expect("a GPU row");
+        let d = plan
+            .devices
+            .iter()
+            .find(|d| d.name == gpu.device)
+            .expect("planned");
+        // The extra 10% is carried into what must fit, not averaged away.
+        assert_eq!(
+            gpu.total_bytes,
+            d.total_bytes + (gpu.llama_bytes - gpu.planned_bytes)
+        );
+        assert!(
+            (gpu.difference() - 0.10).abs() < 0.001,
+            "{}",
+            gpu.difference()
+        );
+        let lines = disagreements(&checks, 0.05);
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with(&gpu.device) && l.contains("+10.0%")),
+            "{lines:?}"
+        );
+        // Within tolerance, nothing is said.
+        assert!(disagreements(&checks, 0.2).is_empty());
+    }
+
+    #[test]
+    fn a_smaller_llama_figure_never_lowers_what_must_fit() {
+        let plan = plan(16);
+        let checks = cross_check(&plan, &breakdown(&plan, 0.5));
+        for (c, d) in checks.iter().zip(&plan.devices).skip(1) {
+            assert_eq!(c.total_bytes, d.total_bytes, "{}", c.device);
+        }
+        assert!(over_budget(&checks).is_none());
+    }
+
+    #[test]
+    fn ram_buffers_the_plan_does_not_name_count_against_the_cpu() {
+        let plan = plan(0);
+        let mut acct = breakdown(&plan, 1.0);
+        acct.buffers.push(BufferUse {
+            name: "CPU_SOMETHING_NEW".into(),
+            device: "CPU".into(),
+            device_kind: DeviceKind::Cpu,
+            model: 0,
+            context: 0,
+            compute: 64 * MIB,
+            is_host: true,
+        });
+        let checks = cross_check(&plan, &acct);
+        assert_eq!(checks[0].llama_bytes, checks[0].planned_bytes + 64 * MIB);
+        assert_eq!(
+            checks[0].total_bytes,
+            plan.ram.anonymous_bytes + plan.devices[0].margin_bytes + 64 * MIB
+        );
+    }
+
+    #[test]
+    fn llama_cpp_needing_more_than_the_budget_refuses() {
+        let plan = plan(16);
+        let gpu = &plan.devices[1];
+        // llama.cpp's accounting wants the whole budget again on the GPU.
+        let mut acct = breakdown(&plan, 1.0);
+        let row = acct
+            .buffers
+            .iter_mut()
+            .find(|b| b.device == gpu.name)
+            .expect("a GPU buffer");
+        row.compute += gpu.budget_bytes;
+        let checks = cross_check(&plan, &acct);
+        let over = over_budget(&checks).expect("over budget");
+        assert_eq!(over.device, gpu.name);
+        assert!(over.total_bytes > over.budget_bytes);
+    }
+}
