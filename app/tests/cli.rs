@@ -7,6 +7,12 @@
 //! Run with `cargo test --release -p headroom --test cli` (the release
 //! profile shares llama.cpp's build with the other tests).
 
+#[path = "cli/accounting_quant.rs"]
+mod accounting_quant;
+#[path = "cli/accounting_smoke.rs"]
+mod accounting_smoke;
+#[path = "cli/catalog.rs"]
+mod catalog;
 #[path = "support/checks.rs"]
 mod checks;
 #[path = "cli/common.rs"]
@@ -15,29 +21,23 @@ mod common;
 mod corpus;
 #[path = "cli/curve.rs"]
 mod curve;
+#[path = "cli/fit.rs"]
+mod fit;
 #[path = "cli/hostile.rs"]
 mod hostile;
 #[path = "cli/hw.rs"]
 mod hw;
 #[path = "cli/layers.rs"]
 mod layers;
-#[path = "cli/plan.rs"]
-mod plan;
-#[path = "cli/quant.rs"]
-mod quant;
-#[path = "cli/fit.rs"]
-mod fit;
 #[path = "cli/list.rs"]
 mod list;
-#[path = "cli/catalog.rs"]
-mod catalog;
-#[path = "cli/accounting_quant.rs"]
-mod accounting_quant;
-#[path = "cli/accounting_smoke.rs"]
-mod accounting_smoke;
-#[path = "cli/planner_vs_llama.rs"]
-mod planner_vs_llama;
 #[path = "support/models.rs"]
 mod models;
+#[path = "cli/plan.rs"]
+mod plan;
+#[path = "cli/planner_vs_llama.rs"]
+mod planner_vs_llama;
+#[path = "cli/quant.rs"]
+mod quant;
 #[path = "support/sandbox.rs"]
 mod sandbox;

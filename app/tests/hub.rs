@@ -4,23 +4,23 @@
 //!
 //! One test binary for all of them: each binary links llama.cpp, and linking
 //! dominates the build on two cores.
-#[path = "hub/pull.rs"]
-mod pull;
-#[path = "hub/paths.rs"]
-mod paths;
-#[path = "hub/demo_hub.rs"]
-mod demo_hub;
-#[path = "hub/remote_plan.rs"]
-mod remote_plan;
-#[path = "hub/secrets.rs"]
-mod secrets;
 #[path = "support/demo.rs"]
 mod demo;
+#[path = "hub/demo_hub.rs"]
+mod demo_hub;
 #[path = "support/hf_server.rs"]
 mod hf_server;
 #[path = "support/models.rs"]
 mod models;
+#[path = "hub/paths.rs"]
+mod paths;
+#[path = "hub/pull.rs"]
+mod pull;
+#[path = "hub/remote_plan.rs"]
+mod remote_plan;
 #[path = "support/sandbox.rs"]
 mod sandbox;
+#[path = "hub/secrets.rs"]
+mod secrets;
 #[path = "support/tmux.rs"]
 mod tmux;

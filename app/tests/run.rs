@@ -16,6 +16,8 @@ mod calibration;
 mod checks;
 #[path = "cli/corpus.rs"]
 mod corpus;
+#[path = "support/demo.rs"]
+mod demo;
 #[path = "run/hostile.rs"]
 mod hostile;
 #[path = "run/interrupt.rs"]
@@ -26,15 +28,13 @@ mod memory;
 mod output;
 #[path = "run/refuse.rs"]
 mod refuse;
-#[path = "run/support.rs"]
-mod support;
-#[path = "run/usage.rs"]
-mod usage;
 #[path = "run/run_load.rs"]
 mod run_load;
 #[path = "run/soak.rs"]
 mod soak;
+#[path = "run/support.rs"]
+mod support;
 #[path = "run/template.rs"]
 mod template;
-#[path = "support/demo.rs"]
-mod demo;
+#[path = "run/usage.rs"]
+mod usage;

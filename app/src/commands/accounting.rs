@@ -8,9 +8,9 @@ use std::process::ExitCode;
 use anyhow::Result;
 use headroom_planner::hw::format_size;
 
-use crate::source::resolve_models;
 use crate::cli::LlamaAccountingArgs;
 use crate::llama::{self, AccountingParams};
+use crate::source::resolve_models;
 
 /// Run `headroom llama-accounting`.
 ///

@@ -9,13 +9,13 @@ use anyhow::{Result, bail};
 
 use super::UsageError;
 use crate::cli::{CatalogArgs, CatalogCommand, RefreshArgs};
-use crate::source::hub::{FetchError, HubEnv};
-use crate::source::modelref::{self, ModelArg, Select};
-use crate::source::hub::progress::size;
 use crate::source::hub::header::HeaderCache;
+use crate::source::hub::progress::size;
 use crate::source::hub::refresh::{self, Target};
 use crate::source::hub::verified;
+use crate::source::hub::{FetchError, HubEnv};
 use crate::source::hub::{Hub, Timeouts};
+use crate::source::modelref::{self, ModelArg, Select};
 
 /// Run `headroom catalog …`.
 ///

@@ -16,10 +16,10 @@ use headroom_planner::hw::{HardwareSnapshot, format_size};
 
 use super::run::template_choice;
 use super::{EXIT_DOES_NOT_FIT, UsageError, preflight};
+use crate::cli::{ChatArgs, MachineArgs};
 use crate::runner::preflight::{Decision, checked_spec, describe_nearest};
 use crate::tui::worker::WorkerConfig;
 use crate::tui::{App, Mode, Options, Outcome, PlanInfo, Start, Theme};
-use crate::cli::{ChatArgs, MachineArgs};
 
 /// Exit code after SIGTERM or SIGHUP (128 + SIGTERM).
 pub const EXIT_SIGNALLED: u8 = 143;
@@ -58,47 +58,47 @@ pub fn run(args: &ChatArgs, machine: &MachineArgs, _verbose: u8) -> Result<ExitC
     let size = crossterm::terminal::size().unwrap_or((80, 24));
     let reserve = opts.n_predict.map_or(DEFAULT_RESERVE, |n| n as usize);
 
-    let (mut app, start) = match preflight(args.model.as_deref(), &args.ctx, &args.sampling, machine)?
-    {
-        Decision::Ready(d) => {
-            let info = PlanInfo::from_plan(&d.plan, d.warnings);
-            let cfg = WorkerConfig {
-                spec: d.spec,
-                template: choice,
-                opts,
-                plan: d.plan,
-            };
-            (
-                App::new(info, Mode::Loading(0.0), size, theme),
-                Start::Load(Box::new(cfg)),
-            )
-        }
-        Decision::Refused(r) => {
-            let info = PlanInfo::from_plan(&r.plan, Vec::new());
-            let nearest_text = r.nearest.as_ref().map(describe_nearest);
-            let threads = threads(&r.hw);
-            let nearest = r.nearest;
-            let start = Start::Refused(Box::new(move || {
-                let n = nearest.context("no plan nearby fits")?;
-                let (spec, warnings) = checked_spec(&n.plan, &n.settings, threads)?;
-                let info = PlanInfo::from_plan(&n.plan, warnings);
-                Ok((
-                    WorkerConfig {
-                        spec,
-                        template: choice,
-                        opts,
-                        plan: n.plan,
-                    },
-                    info,
-                ))
-            }));
-            let mode = Mode::Refused {
-                reason: r.reason,
-                nearest: nearest_text,
-            };
-            (App::new(info, mode, size, theme), start)
-        }
-    };
+    let (mut app, start) =
+        match preflight(args.model.as_deref(), &args.ctx, &args.sampling, machine)? {
+            Decision::Ready(d) => {
+                let info = PlanInfo::from_plan(&d.plan, d.warnings);
+                let cfg = WorkerConfig {
+                    spec: d.spec,
+                    template: choice,
+                    opts,
+                    plan: d.plan,
+                };
+                (
+                    App::new(info, Mode::Loading(0.0), size, theme),
+                    Start::Load(Box::new(cfg)),
+                )
+            }
+            Decision::Refused(r) => {
+                let info = PlanInfo::from_plan(&r.plan, Vec::new());
+                let nearest_text = r.nearest.as_ref().map(describe_nearest);
+                let threads = threads(&r.hw);
+                let nearest = r.nearest;
+                let start = Start::Refused(Box::new(move || {
+                    let n = nearest.context("no plan nearby fits")?;
+                    let (spec, warnings) = checked_spec(&n.plan, &n.settings, threads)?;
+                    let info = PlanInfo::from_plan(&n.plan, warnings);
+                    Ok((
+                        WorkerConfig {
+                            spec,
+                            template: choice,
+                            opts,
+                            plan: n.plan,
+                        },
+                        info,
+                    ))
+                }));
+                let mode = Mode::Refused {
+                    reason: r.reason,
+                    nearest: nearest_text,
+                };
+                (App::new(info, mode, size, theme), start)
+            }
+        };
     app.system.clone_from(&args.sampling.system);
     app.reserve = reserve;
 

@@ -13,10 +13,10 @@ use headroom_planner::solve;
 
 use super::{UsageError, hardware};
 use crate::cli::{ListArgs, MachineArgs};
+use crate::render;
 use crate::source::hub::HubEnv;
 use crate::source::hub::local::{self, LocalModel, Partial, Source};
 use crate::source::hub::progress::size;
-use crate::render;
 
 /// One listed model and its plan (or why it could not be planned).
 struct Row {
@@ -59,10 +59,9 @@ pub fn run(args: &ListArgs, machine: &MachineArgs) -> Result<ExitCode> {
             let plan = if model.missing_parts > 0 {
                 Err(anyhow::anyhow!("{} parts missing", model.missing_parts))
             } else {
-                crate::source::load_profile(&model.path)
-                    .map(|p| {
-                        solve::plan(&p, &model.path.display().to_string(), &settings, &hw, build)
-                    })
+                crate::source::load_profile(&model.path).map(|p| {
+                    solve::plan(&p, &model.path.display().to_string(), &settings, &hw, build)
+                })
             };
             Row { model, plan }
         })
@@ -90,7 +89,10 @@ pub fn run(args: &ListArgs, machine: &MachineArgs) -> Result<ExitCode> {
         for r in &rows {
             let here = match &r.plan {
                 Ok(p) => render::summary(p),
-                Err(e) => format!("unreadable: {}", format!("{e:#}").chars().take(60).collect::<String>()),
+                Err(e) => format!(
+                    "unreadable: {}",
+                    format!("{e:#}").chars().take(60).collect::<String>()
+                ),
             };
             t.add_row(vec![
                 r.model.name.clone(),

@@ -101,8 +101,10 @@ pub fn preflight(
         && vram_asked
         && !crate::llama::gpu_build()
     {
-        go.warnings
-            .insert(0, "this build has no GPU backend: --vram is ignored when running".to_string());
+        go.warnings.insert(
+            0,
+            "this build has no GPU backend: --vram is ignored when running".to_string(),
+        );
     }
     Ok(decision)
 }

@@ -10,10 +10,10 @@ use headroom_planner::plan::Plan;
 use headroom_planner::solve::{self, Build};
 
 use super::{EXIT_DOES_NOT_FIT, hardware};
-use crate::llama::llama_cpp_version;
-use crate::source::plan_inputs;
 use crate::cli::{MachineArgs, PlanArgs};
+use crate::llama::llama_cpp_version;
 use crate::render;
+use crate::source::plan_inputs;
 
 /// Run `headroom plan`.
 ///

@@ -9,14 +9,14 @@ use anyhow::Result;
 use headroom_planner::plan::Plan;
 
 use super::{EXIT_DOES_NOT_FIT, UsageError, hardware};
-use crate::llama::llama_cpp_version;
 use crate::cli::{MachineArgs, PullArgs};
+use crate::llama::llama_cpp_version;
+use crate::render;
 use crate::source::hub::HubEnv;
-use crate::source::modelref::{self, HubRef, ModelArg, Select};
 use crate::source::hub::choose::Target;
 use crate::source::hub::progress::size;
 use crate::source::hub::pull::{self, Origin};
-use crate::render;
+use crate::source::modelref::{self, HubRef, ModelArg, Select};
 
 /// Run `headroom pull`.
 ///

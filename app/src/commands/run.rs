@@ -284,4 +284,3 @@ fn summarise(plan: &Plan, g: &Generation, r: &Report, verbose: u8) {
         );
     }
 }
-

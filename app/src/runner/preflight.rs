@@ -104,7 +104,8 @@ pub fn decide(req: Request<'_>) -> Result<Decision> {
             hw,
         })));
     }
-    let threads = i32::try_from(threads.unwrap_or(hw.cpu.physical_cores.max(1))).unwrap_or(i32::MAX);
+    let threads =
+        i32::try_from(threads.unwrap_or(hw.cpu.physical_cores.max(1))).unwrap_or(i32::MAX);
     match checked_spec(&plan, settings, threads) {
         Ok((spec, warnings)) => Ok(Decision::Ready(Box::new(Go {
             plan,

@@ -30,4 +30,3 @@ pub fn tokenize_prompt(engine: &Engine, text: &str) -> Result<Vec<llama_cpp_2::t
     let has_bos = !bos.is_empty() && text.starts_with(&bos);
     engine.tokenize(text, !has_bos)
 }
-

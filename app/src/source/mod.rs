@@ -126,7 +126,8 @@ pub fn plan_inputs(
 /// An unreadable or invalid GGUF, named with its path.
 pub fn load_profile(path: &Path) -> Result<ModelProfile> {
     // A split model is read from its first part: every part's header, merged.
-    let header = crate::source::split::read_local(path).with_context(|| format!("{}", path.display()))?;
+    let header =
+        crate::source::split::read_local(path).with_context(|| format!("{}", path.display()))?;
     if let Some(key) = header.nested_array_key() {
         bail!(
             "{}: metadata key '{key}' holds nested arrays, which llama.cpp cannot load",
@@ -148,7 +149,11 @@ pub fn siblings(path: &Path) -> Vec<(PathBuf, ModelProfile)> {
     };
     entries
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p != path && p.extension().is_some_and(|x| x.eq_ignore_ascii_case("gguf")))
+        .filter(|p| {
+            p != path
+                && p.extension()
+                    .is_some_and(|x| x.eq_ignore_ascii_case("gguf"))
+        })
         .filter_map(|p| load_profile(&p).ok().map(|profile| (p, profile)))
         .collect()
 }

@@ -118,7 +118,9 @@ pub fn classify(arg: &str) -> Result<ModelArg, RefError> {
         return Ok(ModelArg::Path(path.to_path_buf()));
     }
     if let Some(rest) = HUB_PREFIXES.iter().find_map(|p| strip_prefix_ci(arg, p)) {
-        return parse_hub(rest).map(ModelArg::Hub).map_err(|why| err(&why.to_string()));
+        return parse_hub(rest)
+            .map(ModelArg::Hub)
+            .map_err(|why| err(&why.to_string()));
     }
     let (name, _) = split_selector(arg);
     if (has_gguf_ext(arg) && !arg.contains(':')) || arg.starts_with(['.', '/', '~']) {
@@ -127,7 +129,9 @@ pub fn classify(arg: &str) -> Result<ModelArg, RefError> {
         ));
     }
     if name.contains('/') {
-        return parse_hub(arg).map(ModelArg::Hub).map_err(|why| err(&why.to_string()));
+        return parse_hub(arg)
+            .map(ModelArg::Hub)
+            .map_err(|why| err(&why.to_string()));
     }
     let (id, sel) = split_selector(arg);
     if id.is_empty() || !id.chars().all(is_repo_char) {

@@ -384,9 +384,9 @@ pub(crate) mod tests {
     use std::time::Instant;
 
     use super::*;
+    use crate::runner::StopReason;
     use crate::tui::state::PlanInfo;
     use crate::tui::theme::Theme;
-    use crate::runner::StopReason;
 
     pub(crate) fn plan() -> PlanInfo {
         PlanInfo {

@@ -20,11 +20,11 @@ use anyhow::{Context, Result, bail};
 use headroom_planner::plan::Plan;
 
 use super::event::{Event, ModelEvent, Request};
+use crate::llama::AccountingParams;
 use crate::runner::prompt::{chat_format, tokenize_prompt};
 use crate::runner::report::{Report, record};
-use crate::llama::AccountingParams;
-use crate::runner::{Engine, GenOptions, Generation, Session};
 use crate::runner::template::{ChatFormat, Message, TemplateChoice};
+use crate::runner::{Engine, GenOptions, Generation, Session};
 
 /// What the model thread needs.
 #[derive(Debug, Clone)]

@@ -7,9 +7,9 @@
 use std::time::Instant;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use headroom::runner::StopReason;
 use headroom::tui::state::{GpuPlan, Usage};
 use headroom::tui::{App, Event, Mode, ModelEvent, PlanInfo, Theme, view};
-use headroom::runner::StopReason;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::style::Color;

@@ -391,7 +391,8 @@ fn the_demo_entry_is_the_demo_file_tensor_for_tensor() {
     let q = e.quant("Q4_K_M").expect("Q4_K_M");
     assert_eq!(q.files, vec![headroom::source::demo::FILE_NAME.to_string()]);
     assert_eq!(q.size_bytes, Some(headroom::source::demo::SIZE));
-    let path = headroom::source::demo::demo_model().expect("the test model is fetched by scripts/test.sh");
+    let path =
+        headroom::source::demo::demo_model().expect("the test model is fetched by scripts/test.sh");
     let real = headroom_planner::gguf::read_header_from_file(&path).expect("header");
     let f = e.arch.complete().expect("complete facts");
     let ours = facts::tensors(&f, FileType::Q4_K_M);

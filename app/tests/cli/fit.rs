@@ -343,7 +343,12 @@ fn fit_plans_what_plan_plans_from_the_same_header_on_disk() {
         );
         let from_file: Value = serde_json::from_str(&planned.stdout).expect("plan JSON");
         let fits = from_file["verdict"] != "does not fit";
-        assert_eq!(planned.code, Some(if fits { 0 } else { 3 }), "{}", planned.stderr);
+        assert_eq!(
+            planned.code,
+            Some(if fits { 0 } else { 3 }),
+            "{}",
+            planned.stderr
+        );
         let out = headroom(["fit", id, "--json"].iter().chain(&machine));
         let doc: Value = serde_json::from_str(&out.stdout).expect("fit JSON");
         let from_fit = &doc["quants"]

@@ -26,8 +26,17 @@ fn edges() -> BTreeMap<String, BTreeSet<(String, String)>> {
     rust_files(&src, &mut files);
     let mut edges: BTreeMap<String, BTreeSet<(String, String)>> = BTreeMap::new();
     for file in files {
-        let rel = file.strip_prefix(&src).expect("under src").to_string_lossy().into_owned();
-        let top = rel.split('/').next().unwrap_or_default().trim_end_matches(".rs").to_string();
+        let rel = file
+            .strip_prefix(&src)
+            .expect("under src")
+            .to_string_lossy()
+            .into_owned();
+        let top = rel
+            .split('/')
+            .next()
+            .unwrap_or_default()
+            .trim_end_matches(".rs")
+            .to_string();
         let text = std::fs::read_to_string(&file).expect("read a source file");
         for (i, _) in text.match_indices("crate::") {
             let name: String = text[i + "crate::".len()..]
@@ -35,7 +44,10 @@ fn edges() -> BTreeMap<String, BTreeSet<(String, String)>> {
                 .take_while(|c| c.is_ascii_lowercase() || *c == '_')
                 .collect();
             if !name.is_empty() && name != top {
-                edges.entry(top.clone()).or_default().insert((name, rel.clone()));
+                edges
+                    .entry(top.clone())
+                    .or_default()
+                    .insert((name, rel.clone()));
             }
         }
     }
@@ -45,7 +57,10 @@ fn edges() -> BTreeMap<String, BTreeSet<(String, String)>> {
 #[test]
 fn dependencies_point_one_way() {
     let edges = edges();
-    assert!(edges.len() >= 6, "the scan found too few modules: {edges:?}");
+    assert!(
+        edges.len() >= 6,
+        "the scan found too few modules: {edges:?}"
+    );
     let mut wrong = Vec::new();
     for (from, targets) in &edges {
         for (to, file) in targets {

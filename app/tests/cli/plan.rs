@@ -82,7 +82,10 @@ fn plan_json_on_the_demo_model_has_the_whole_schema() {
         (265_000_000..272_000_000).contains(&n_params),
         "Gemma 3 270M has ~268M parameters, got {n_params}"
     );
-    assert_eq!(u64_at(&p, "/model/file_bytes"), headroom::source::demo::SIZE);
+    assert_eq!(
+        u64_at(&p, "/model/file_bytes"),
+        headroom::source::demo::SIZE
+    );
     assert_eq!(u64_at(&p, "/model/file_bytes"), 253_113_024);
     assert_eq!(str_at(&p, "/verdict"), "fits");
     assert_eq!(str_at(&p, "/quant"), "Q4_K_M");

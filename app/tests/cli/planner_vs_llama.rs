@@ -169,7 +169,8 @@ fn planner_matches_llama_cpp_no_alloc_accounting() {
             ));
         }
     }
-    let demo = headroom::source::demo::demo_model().expect("the test model is fetched by scripts/test.sh");
+    let demo =
+        headroom::source::demo::demo_model().expect("the test model is fetched by scripts/test.sh");
     cases.push(("gemma-3-270m Q4_K_M (real)".into(), demo, 32768));
 
     let mut report = Vec::new();

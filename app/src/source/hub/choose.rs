@@ -18,8 +18,8 @@ use headroom_planner::profile::ModelProfile;
 use headroom_planner::solve::{self, Build};
 
 use super::progress::size;
-use crate::source::modelref::{self, Select};
 use crate::source::hub::RemoteFile;
+use crate::source::modelref::{self, Select};
 
 /// A downloadable model: one file, or all parts of a split one.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -15,7 +15,6 @@
 //! [`FetchError`] that says why in words for the user (and never holds the
 //! token).
 
-
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 

@@ -12,7 +12,6 @@
 //! is resolved from the caches alone: a pulled file from the Hugging Face
 //! cache, or, for planning, a header read before.
 
-
 use std::fmt;
 use std::path::PathBuf;
 
@@ -23,10 +22,10 @@ use headroom_planner::solve;
 
 use super::cache::RepoCache;
 use super::choose::{Candidate, Target};
-use crate::source::hub::{FetchError, HubEnv};
-use crate::source::modelref::HubRef;
 use crate::source::hub::header::{self, HeaderCache};
+use crate::source::hub::{FetchError, HubEnv};
 use crate::source::hub::{Hub, RemoteFile, Timeouts};
+use crate::source::modelref::HubRef;
 
 /// Where a resolved model's facts came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -88,8 +88,12 @@ fn check(
     let candidate: Candidate = match (by_file, &t.quant) {
         (Some(c), _) => c,
         (None, Some(q)) => {
-            let c = choose::select(&t.repo, &cands, &crate::source::modelref::Select::Quant(q.clone()))?
-                .clone();
+            let c = choose::select(
+                &t.repo,
+                &cands,
+                &crate::source::modelref::Select::Quant(q.clone()),
+            )?
+            .clone();
             if !t.files.is_empty() {
                 notes.push(format!(
                     "the catalog names {} but the repository has {}",
