@@ -26,10 +26,13 @@ pub use params::{AccountingParams, FlashAttn, SplitMode, TensorOverride};
 pub use quant::{QuantModel, QuantTensor, quant_types};
 pub use usage::{Breakdown, BufferUse, ContextInfo, DeviceKind};
 
-/// The llama.cpp build this binary links (the vendored llama-cpp-sys-2 version).
+/// The llama.cpp build this binary links, as `app/build.rs` read it from that
+/// build (llama-cpp-sys-2's manifest, llama.cpp's generated version header,
+/// ggml's package version), e.g. `llama-cpp-sys-2 0.1.160 (llama.cpp
+/// 0.6.0-dev, ggml 0.26.0)`. Generated, so it cannot go stale when the pin moves.
 #[must_use]
 pub fn llama_cpp_version() -> String {
-    "llama-cpp-sys-2 0.1.160".to_string()
+    env!("HEADROOM_LLAMA_CPP_VERSION").to_string()
 }
 
 /// Whether this build can use GPUs.
