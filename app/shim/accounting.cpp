@@ -9,8 +9,8 @@
 //
 // Rules at this boundary: no C++ exception may cross into Rust (every entry
 // point catches everything); every llama.cpp object is freed on every path
-// (RAII holders below); llama.cpp's global logger is swapped only under a mutex
-// and always restored.
+// (RAII holders below); llama.cpp's global logger is never swapped per call:
+// a call captures its own thread's log lines (shim_log.h).
 
 #include "accounting.h"
 #include "shim_log.h"

@@ -7,6 +7,8 @@
 // Rust side (app/src/llama/ffi.rs) mirrors field for field; keep both in sync.
 #pragma once
 
+#include "ggml.h" // ggml_log_callback
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -127,6 +129,19 @@ struct hr_quant_tensor {
 // imatrix, no overrides). Tensors llama.cpp never quantizes keep src_type.
 int32_t hr_quant_types(const struct hr_quant_model * m, int32_t ftype, const struct hr_quant_tensor * tensors,
                        size_t n, int32_t * out_types, char * err, size_t err_len);
+
+// ---------------------------------------------------------------------------
+// Logging (app/shim/shim_log.cpp): the shim keeps one permanent llama.cpp log
+// callback that captures a shim call's lines on that call's thread and passes
+// every other line on to a "downstream" logger (whatever the process had
+// installed: llama-cpp-2's bridge into `tracing`, or llama.cpp's default).
+
+// Makes `callback(level, text, user_data)` the downstream logger, installing
+// the shim's callback first if needed; the previous downstream is written to
+// *prev_callback / *prev_user_data (either may be null). For tests that watch
+// what reaches the downstream, and put the previous one back after.
+void hr_log_swap_downstream(ggml_log_callback callback, void * user_data, ggml_log_callback * prev_callback,
+                            void ** prev_user_data);
 
 #ifdef __cplusplus
 }

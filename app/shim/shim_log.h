@@ -1,6 +1,27 @@
-// Shared by the shim's translation units: capturing llama.cpp's global
-// logger for the duration of one call, and the mutex that serialises such
-// calls (the logger is process-global state).
+// Shared by the shim's translation units: what llama.cpp logs during one
+// shim call, kept for that call's error message, without touching what it
+// logs on any other thread.
+//
+// Why per thread: llama.cpp has ONE process-global logger (llama_log_set
+// also sets ggml's). Swapping it around each shim call, as this shim once
+// did, raced with the engine: while an accounting call on one thread had its
+// capture installed, the model thread's decode warnings landed in that
+// capture (lost to `tracing`, and quoted in the wrong error), and the swap
+// back could cut in while the other thread was reading the logger.
+//
+// The design that makes the race impossible: install_log_dispatch() puts
+// one permanent callback, log_dispatch, in front of whatever logger the
+// process had (llama-cpp-2's bridge into `tracing`, or llama.cpp's default
+// stderr printer) and never swaps it per call. A shim call activates a
+// log_capture for ITS thread only (scoped_log sets a thread_local pointer);
+// log_dispatch runs on the thread that logs, so it hands a line to that
+// thread's capture when one is active and to the downstream logger
+// otherwise. A line cannot reach another thread's capture, and a line from
+// a thread without one cannot be swallowed.
+//
+// What this does not cover: a line llama.cpp logs from a worker thread it
+// started itself during a shim call goes downstream rather than into the
+// capture (not lost, just not quoted); the shim's no_alloc loads start none.
 #pragma once
 
 #include "ggml.h"
@@ -18,18 +39,14 @@ namespace hr {
 // (llama.cpp logs the reason for a failure last).
 constexpr size_t k_log_capture_max = 4096;
 
-// Captures llama.cpp / ggml log output for the duration of one call so a
+// What llama.cpp / ggml logged on one thread during one shim call, so a
 // failure can be explained ("key not found in model: ...") instead of a bare
 // "failed to load model", and so tests stay quiet.
 struct log_capture {
-    ggml_log_callback prev_llama_cb = nullptr;
-    void *            prev_llama_ud = nullptr;
-    ggml_log_callback prev_ggml_cb  = nullptr;
-    void *            prev_ggml_ud  = nullptr;
-    bool              forward       = false;
-    ggml_log_level    last_level    = GGML_LOG_LEVEL_NONE;
-    std::string       text; // WARN and ERROR lines only
-    int32_t           flash_attn = -1; // as resolved by llama.cpp, see note_flash_attn
+    bool           forward    = false; // also pass each line to the downstream logger
+    ggml_log_level last_level = GGML_LOG_LEVEL_NONE;
+    std::string    text;            // WARN and ERROR lines only
+    int32_t        flash_attn = -1; // as resolved by llama.cpp, see note_flash_attn
 
     // llama.cpp has no API telling whether `-fa auto` ended up on or off; it
     // logs the decision (llama-context.cpp: resolve_fused_ops and the forced
@@ -46,58 +63,64 @@ struct log_capture {
         }
     }
 
-    static void callback(ggml_log_level level, const char * msg, void * ud) {
-        auto * self = static_cast<log_capture *>(ud);
-        if (self == nullptr || msg == nullptr) {
-            return;
-        }
+    // Records one line (or continuation) llama.cpp logged on this thread.
+    void add(ggml_log_level level, const char * msg) {
         // CONT continues the previous message: classify it like that one.
-        const ggml_log_level eff = level == GGML_LOG_LEVEL_CONT ? self->last_level : level;
+        const ggml_log_level eff = level == GGML_LOG_LEVEL_CONT ? last_level : level;
         if (level != GGML_LOG_LEVEL_CONT) {
-            self->last_level = level;
+            last_level = level;
         }
-        self->note_flash_attn(msg);
+        note_flash_attn(msg);
         if (eff == GGML_LOG_LEVEL_WARN || eff == GGML_LOG_LEVEL_ERROR) {
             try {
-                self->text += msg;
-                if (self->text.size() > k_log_capture_max) {
-                    self->text.erase(0, self->text.size() - k_log_capture_max);
+                text += msg;
+                if (text.size() > k_log_capture_max) {
+                    text.erase(0, text.size() - k_log_capture_max);
                 }
             } catch (...) {
                 // Out of memory while logging: dropping a log line is harmless.
             }
         }
-        if (self->forward && self->prev_llama_cb != nullptr) {
-            self->prev_llama_cb(level, msg, self->prev_llama_ud);
-        }
     }
 };
 
-// Installs a log_capture as llama.cpp's and ggml's logger and restores both
-// previous loggers on scope exit (llama_log_set sets both, so the ggml one is
-// saved separately: a caller such as llama-cpp-2's tracing bridge may have
-// installed different callbacks for the two).
+// The permanent llama.cpp / ggml log callback (see the top of this file).
+// Never throws: it is called from C code.
+void log_dispatch(ggml_log_level level, const char * msg, void * user_data) noexcept;
+
+// Puts log_dispatch in front of the current logger, unless it is already
+// there. Called at the start of every capturing shim call: if something
+// (llama-cpp-2's send_logs_to_tracing, at start-up) set a logger since,
+// that logger becomes the new downstream and log_dispatch goes back in front.
+void install_log_dispatch() noexcept;
+
+// The logger log_dispatch forwards to, and a way to replace it (for tests
+// that watch what reaches it). Returns the previous one.
+struct log_sink {
+    ggml_log_callback callback  = nullptr;
+    void *            user_data = nullptr;
+};
+
+log_sink swap_log_downstream(log_sink next) noexcept;
+
+// Activates `cap` for the calling thread for the lifetime of this object
+// (restoring whatever capture was active before, should calls ever nest).
 class scoped_log {
   public:
-    explicit scoped_log(log_capture & cap) : cap_(cap) {
-        llama_log_get(&cap_.prev_llama_cb, &cap_.prev_llama_ud);
-        ggml_log_get(&cap_.prev_ggml_cb, &cap_.prev_ggml_ud);
-        llama_log_set(log_capture::callback, &cap_);
-    }
-
-    ~scoped_log() {
-        llama_log_set(cap_.prev_llama_cb, cap_.prev_llama_ud);
-        ggml_log_set(cap_.prev_ggml_cb, cap_.prev_ggml_ud);
-    }
+    explicit scoped_log(log_capture & cap);
+    ~scoped_log();
 
     scoped_log(const scoped_log &)             = delete;
     scoped_log & operator=(const scoped_log &) = delete;
 
   private:
-    log_capture & cap_;
+    log_capture * prev_;
 };
 
-// One shim call at a time: llama.cpp's logger is process-global state.
+// One model-loading shim call at a time. Not for the logger any more (the
+// captures above are per thread), but each no_alloc load holds a model's
+// vocabulary and metadata (tens of MB) and runs while the memory budget is
+// being decided: two at once would double that peak for no gain.
 inline std::mutex & global_mutex() {
     static std::mutex m;
     return m;

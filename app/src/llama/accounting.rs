@@ -41,7 +41,9 @@ const ERR_LEN: usize = 8192;
 /// Asks llama.cpp how much memory `p` would take, one row per buffer type.
 ///
 /// With `p.no_alloc` (the default) no weight is read: a sparse file with only
-/// a valid header works. Serialised process-wide (llama.cpp's logger is global).
+/// a valid header works. Serialised process-wide (two loads at once would
+/// double the metadata they hold); llama.cpp's log lines are captured for
+/// the calling thread only, so the engine can keep logging meanwhile.
 pub fn memory_breakdown(p: &AccountingParams) -> anyhow::Result<Vec<BufferUse>> {
     Ok(breakdown(p)?.buffers)
 }

@@ -127,6 +127,17 @@ unsafe extern "C" {
         quant_tensor: *mut usize,
     );
 
+    /// See accounting.h: makes `callback` the logger that llama.cpp lines
+    /// outside a shim call's capture go to; the previous one goes to the
+    /// out-pointers.
+    #[cfg(test)]
+    pub(crate) fn hr_log_swap_downstream(
+        callback: llama_cpp_sys_2::ggml_log_callback,
+        user_data: *mut std::ffi::c_void,
+        prev_callback: *mut llama_cpp_sys_2::ggml_log_callback,
+        prev_user_data: *mut *mut std::ffi::c_void,
+    );
+
     /// See accounting.h: loads, creates a context, copies the breakdown.
     pub(crate) fn hr_memory_breakdown(
         p: *const HrParams,

@@ -6,7 +6,8 @@
 //! * [`params`], [`usage`], [`error`]: its inputs, outputs and failures.
 //! * [`quant`]: llama.cpp's quantization type choices, to check synthetic models.
 //! * [`backend`]: the one process-wide llama.cpp backend handle.
-//! * [`log`]: llama.cpp's last error lines, for messages about failed loads.
+//! * [`log`]: llama.cpp's last error lines, for messages about failed loads,
+//!   and why the shim's own log captures cannot cross threads.
 //! * [`vocab`]: tokenizing through the shim, so a tokenizer that throws is an error.
 
 pub mod accounting;
