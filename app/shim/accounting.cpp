@@ -21,6 +21,7 @@
 #include "llama.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -235,24 +236,92 @@ extern "C" int32_t hr_abi_version(void) {
     return HR_ABI_VERSION;
 }
 
-extern "C" void hr_struct_sizes(size_t * params, size_t * buffer, size_t * info, size_t * quant_model,
-                                size_t * quant_tensor) {
-    if (params != nullptr) {
-        *params = sizeof(hr_params);
+// sizeof / offsetof table entries, named the way hr_struct_layout documents.
+#define HR_SIZE(s)     {#s, sizeof(s)}
+#define HR_FIELD(s, f) {#s "." #f, offsetof(s, f)}
+
+extern "C" const hr_layout_entry * hr_struct_layout(size_t * n) {
+    // Every field of every struct in accounting.h, in declaration order.
+    static const hr_layout_entry k_layout[] = {
+        HR_SIZE(hr_params),
+        HR_FIELD(hr_params, path),
+        HR_FIELD(hr_params, n_gpu_layers),
+        HR_FIELD(hr_params, main_gpu),
+        HR_FIELD(hr_params, split_mode),
+        HR_FIELD(hr_params, load_mode),
+        HR_FIELD(hr_params, tensor_split),
+        HR_FIELD(hr_params, n_tensor_split),
+        HR_FIELD(hr_params, override_patterns),
+        HR_FIELD(hr_params, override_bufts),
+        HR_FIELD(hr_params, n_overrides),
+        HR_FIELD(hr_params, use_extra_bufts),
+        HR_FIELD(hr_params, no_host),
+        HR_FIELD(hr_params, no_alloc),
+        HR_FIELD(hr_params, forward_logs),
+        HR_FIELD(hr_params, n_ctx),
+        HR_FIELD(hr_params, n_batch),
+        HR_FIELD(hr_params, n_ubatch),
+        HR_FIELD(hr_params, n_seq_max),
+        HR_FIELD(hr_params, n_outputs_max),
+        HR_FIELD(hr_params, type_k),
+        HR_FIELD(hr_params, type_v),
+        HR_FIELD(hr_params, flash_attn),
+        HR_FIELD(hr_params, swa_full),
+        HR_FIELD(hr_params, kv_unified),
+        HR_FIELD(hr_params, offload_kqv),
+        HR_FIELD(hr_params, op_offload),
+        HR_FIELD(hr_params, n_threads),
+
+        HR_SIZE(hr_buffer),
+        HR_FIELD(hr_buffer, name),
+        HR_FIELD(hr_buffer, device),
+        HR_FIELD(hr_buffer, model),
+        HR_FIELD(hr_buffer, context),
+        HR_FIELD(hr_buffer, compute),
+        HR_FIELD(hr_buffer, device_type),
+        HR_FIELD(hr_buffer, is_host),
+
+        HR_SIZE(hr_info),
+        HR_FIELD(hr_info, n_ctx),
+        HR_FIELD(hr_info, n_ctx_train),
+        HR_FIELD(hr_info, n_batch),
+        HR_FIELD(hr_info, n_ubatch),
+        HR_FIELD(hr_info, n_seq_max),
+        HR_FIELD(hr_info, n_layer),
+        HR_FIELD(hr_info, n_vocab),
+        HR_FIELD(hr_info, n_params),
+        HR_FIELD(hr_info, model_size),
+        HR_FIELD(hr_info, flash_attn),
+
+        HR_SIZE(hr_quant_model),
+        HR_FIELD(hr_quant_model, arch),
+        HR_FIELD(hr_quant_model, n_embd),
+        HR_FIELD(hr_quant_model, n_ff),
+        HR_FIELD(hr_quant_model, n_layer),
+        HR_FIELD(hr_quant_model, n_head),
+        HR_FIELD(hr_quant_model, n_head_kv),
+        HR_FIELD(hr_quant_model, n_expert),
+        HR_FIELD(hr_quant_model, n_embd_head_k),
+        HR_FIELD(hr_quant_model, n_embd_head_v),
+
+        HR_SIZE(hr_quant_tensor),
+        HR_FIELD(hr_quant_tensor, name),
+        HR_FIELD(hr_quant_tensor, ne),
+        HR_FIELD(hr_quant_tensor, n_dims),
+        HR_FIELD(hr_quant_tensor, src_type),
+
+        HR_SIZE(hr_layout_entry),
+        HR_FIELD(hr_layout_entry, name),
+        HR_FIELD(hr_layout_entry, value),
+    };
+    if (n != nullptr) {
+        *n = sizeof(k_layout) / sizeof(k_layout[0]);
     }
-    if (buffer != nullptr) {
-        *buffer = sizeof(hr_buffer);
-    }
-    if (info != nullptr) {
-        *info = sizeof(hr_info);
-    }
-    if (quant_model != nullptr) {
-        *quant_model = sizeof(hr_quant_model);
-    }
-    if (quant_tensor != nullptr) {
-        *quant_tensor = sizeof(hr_quant_tensor);
-    }
+    return k_layout;
 }
+
+#undef HR_SIZE
+#undef HR_FIELD
 
 extern "C" int32_t hr_memory_breakdown(const hr_params * p, hr_buffer * out, size_t cap, size_t * n_out,
                                        hr_info * info, char * err, size_t err_len) {

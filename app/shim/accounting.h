@@ -17,7 +17,8 @@ extern "C" {
 #endif
 
 // Bumped whenever a struct below changes layout; the Rust side checks it.
-#define HR_ABI_VERSION 1
+// 2: hr_struct_sizes gave way to hr_struct_layout (offsets, not just sizes).
+#define HR_ABI_VERSION 2
 
 // Result codes of hr_memory_breakdown.
 enum hr_status {
@@ -89,9 +90,20 @@ struct hr_info {
 
 int32_t hr_abi_version(void);
 
-// sizeof each struct above as this compiler laid it out; the Rust side compares
-// them with its own #[repr(C)] mirrors before the first call.
-void hr_struct_sizes(size_t * params, size_t * buffer, size_t * info, size_t * quant_model, size_t * quant_tensor);
+// One fact about a struct's layout as this compiler laid it out: `name` is
+// "hr_params" for sizeof(struct hr_params) or "hr_params.path" for
+// offsetof(struct hr_params, path).
+struct hr_layout_entry {
+    const char * name;
+    size_t       value;
+};
+
+// The sizeof and every field's offsetof of each struct in this header (the
+// ones app/src/llama/ffi.rs mirrors), as a static table of *n entries. The
+// Rust side compares them, by name, with size_of and offset_of! of its own
+// #[repr(C)] mirrors before the first call: a field reordered or retyped on
+// one side only is caught even when the sizes still agree.
+const struct hr_layout_entry * hr_struct_layout(size_t * n);
 
 // Loads `p->path` (with no_alloc: metadata only), creates a context and copies
 // llama_get_memory_breakdown into `out` (one row per buffer type). On failure a

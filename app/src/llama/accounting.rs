@@ -23,7 +23,7 @@
 //! (logits, `n_vocab × max(n_seq_max, outputs requested) × 4` bytes, grown on
 //! demand), ggml context metadata, the threadpool, and the process itself.
 
-use super::error::AccountingError;
+use super::error::{AbiError, AccountingError, LayoutMismatch};
 use super::ffi;
 use super::params::AccountingParams;
 use super::usage::{Breakdown, BufferUse, ContextInfo, DeviceKind};
@@ -186,41 +186,81 @@ pub fn breakdown(p: &AccountingParams) -> Result<Breakdown, AccountingError> {
 }
 
 /// Verifies once per process that the linked shim has our ABI version and
-/// struct layouts (a stale object or a header edit without ffi.rs would
-/// otherwise corrupt memory silently).
+/// struct layouts — every size and every field offset (a stale object or a
+/// header edit without ffi.rs would otherwise corrupt memory silently).
 pub(crate) fn check_abi() -> Result<(), AccountingError> {
-    static CHECK: OnceLock<Result<(), String>> = OnceLock::new();
+    static CHECK: OnceLock<Result<(), AbiError>> = OnceLock::new();
     CHECK
         .get_or_init(|| {
-            // SAFETY: plain functions without preconditions; the out-pointers
-            // are valid locals.
+            // SAFETY: no preconditions.
             let version = unsafe { ffi::hr_abi_version() };
             if version != ffi::HR_ABI_VERSION {
-                return Err(format!(
-                    "shim ABI version {version}, Rust expects {}",
-                    ffi::HR_ABI_VERSION
-                ));
+                return Err(AbiError::Version {
+                    shim: version,
+                    rust: ffi::HR_ABI_VERSION,
+                });
             }
-            let mut c = [0usize; 5];
-            let [p, b, i, qm, qt] = &mut c;
-            // SAFETY: see above.
-            unsafe { ffi::hr_struct_sizes(p, b, i, qm, qt) };
-            let ours = [
-                size_of::<ffi::HrParams>(),
-                size_of::<ffi::HrBuffer>(),
-                size_of::<ffi::HrInfo>(),
-                size_of::<ffi::HrQuantModel>(),
-                size_of::<ffi::HrQuantTensor>(),
-            ];
-            if c != ours {
-                return Err(format!(
-                    "C struct sizes (params, buffer, info, quant model, quant tensor) = {c:?}, Rust = {ours:?}"
-                ));
+            let mismatches = compare_layouts(&c_layout(), &ffi::rust_layout());
+            if mismatches.is_empty() {
+                Ok(())
+            } else {
+                Err(AbiError::Layout(mismatches))
             }
-            Ok(())
         })
         .clone()
-        .map_err(|what| AccountingError::AbiMismatch { what })
+        .map_err(AccountingError::from)
+}
+
+/// The shim's `sizeof` / `offsetof` table, copied out of C.
+fn c_layout() -> Vec<(String, usize)> {
+    let mut n = 0usize;
+    // SAFETY: `n` is a valid out-pointer; the table is static in the shim.
+    let table = unsafe { ffi::hr_struct_layout(&mut n) };
+    if table.is_null() {
+        return Vec::new();
+    }
+    // SAFETY: the shim returns a static array of `n` entries.
+    let entries = unsafe { std::slice::from_raw_parts(table, n) };
+    entries
+        .iter()
+        .map(|e| {
+            let name = if e.name.is_null() {
+                String::new()
+            } else {
+                // SAFETY: each name is a static NUL-terminated string literal.
+                unsafe { CStr::from_ptr(e.name) }
+                    .to_string_lossy()
+                    .into_owned()
+            };
+            (name, e.value)
+        })
+        .collect()
+}
+
+/// Every item whose value differs between the C++ and the Rust table, or
+/// that only one of them has, in the order C lists them (then Rust's extras).
+fn compare_layouts(c: &[(String, usize)], rust: &[(&str, usize)]) -> Vec<LayoutMismatch> {
+    let mut out = Vec::new();
+    for (name, value) in c {
+        let ours = rust.iter().find(|(n, _)| n == name).map(|&(_, v)| v);
+        if ours != Some(*value) {
+            out.push(LayoutMismatch {
+                item: name.clone(),
+                c: Some(*value),
+                rust: ours,
+            });
+        }
+    }
+    for &(name, value) in rust {
+        if !c.iter().any(|(n, _)| n == name) {
+            out.push(LayoutMismatch {
+                item: name.to_string(),
+                c: None,
+                rust: Some(value),
+            });
+        }
+    }
+    out
 }
 
 fn path_to_cstring(path: &Path) -> Result<CString, AccountingError> {
@@ -275,6 +315,50 @@ mod tests {
     #[test]
     fn abi_matches_the_compiled_shim() {
         check_abi().expect("shim and ffi.rs agree");
+    }
+
+    #[test]
+    fn the_shim_reports_every_field_offset_not_only_sizes() {
+        let c = c_layout();
+        // A field's offset, not just a size, and the last field of the
+        // largest struct: the table is complete enough to catch a reorder.
+        assert!(
+            c.iter().any(|(n, v)| n == "hr_params.n_threads" && *v > 0),
+            "{c:?}"
+        );
+        assert_eq!(c.len(), ffi::rust_layout().len(), "{c:?}");
+    }
+
+    #[test]
+    fn swapped_fields_of_equal_size_are_a_mismatch() {
+        // Two u32 fields swapped on one side: sizes agree, offsets do not.
+        let c = vec![
+            ("hr_info".to_string(), 8),
+            ("hr_info.n_ctx".to_string(), 0),
+            ("hr_info.n_batch".to_string(), 4),
+            ("hr_info.c_only".to_string(), 4),
+        ];
+        let rust = [
+            ("hr_info", 8),
+            ("hr_info.n_ctx", 4),
+            ("hr_info.n_batch", 0),
+            ("hr_info.rust_only", 4),
+        ];
+        let m = compare_layouts(&c, &rust);
+        let items: Vec<(&str, Option<usize>, Option<usize>)> =
+            m.iter().map(|m| (m.item.as_str(), m.c, m.rust)).collect();
+        assert_eq!(
+            items,
+            vec![
+                ("hr_info.n_ctx", Some(0), Some(4)),
+                ("hr_info.n_batch", Some(4), Some(0)),
+                ("hr_info.c_only", Some(4), None),
+                ("hr_info.rust_only", None, Some(4)),
+            ]
+        );
+        let msg = AccountingError::from(AbiError::Layout(m)).to_string();
+        assert!(msg.contains("hr_info.n_ctx is 0 in C, 4 in Rust"), "{msg}");
+        assert!(msg.contains("hr_info.c_only is in C only"), "{msg}");
     }
 
     #[test]

@@ -1,12 +1,13 @@
 //! Raw `#[repr(C)]` mirrors of `app/shim/accounting.h`, the C ABI of our C++
 //! accounting shim. Kept private to the `llama` module: the safe wrapper in
 //! `accounting.rs` is the only caller. Field order and types must match the
-//! header exactly; `hr_struct_sizes` lets the wrapper verify that at run time.
+//! header exactly; `hr_struct_layout` and [`rust_layout`] let the wrapper
+//! verify that, size and field offset alike, before the first call.
 
 use std::ffi::c_char;
 
 /// Mirrors `HR_ABI_VERSION` in accounting.h.
-pub(crate) const HR_ABI_VERSION: i32 = 1;
+pub(crate) const HR_ABI_VERSION: i32 = 2;
 
 /// `hr_status` codes.
 pub(crate) const HR_OK: i32 = 0;
@@ -114,18 +115,58 @@ pub(crate) struct HrQuantTensor {
     pub src_type: i32,
 }
 
+/// `struct hr_layout_entry`: one `sizeof` or `offsetof` from the C++ side.
+#[repr(C)]
+pub(crate) struct HrLayoutEntry {
+    pub name: *const c_char,
+    pub value: usize,
+}
+
+/// `sizeof` / `offsetof` of a mirrored struct, named as `hr_struct_layout`
+/// names them (`"hr_params"`, `"hr_params.path"`).
+macro_rules! layout {
+    ($c:literal: $t:ty { $($field:ident),* $(,)? }) => {
+        [
+            ($c, size_of::<$t>()),
+            $((concat!($c, ".", stringify!($field)), std::mem::offset_of!($t, $field)),)*
+        ]
+    };
+}
+
+/// What the Rust mirrors above look like, in the shape of the C++ table
+/// (`hr_struct_layout`). Every field of every struct must be listed: the C++
+/// table lists every field of the header, and a name on one side only is a
+/// mismatch.
+pub(crate) fn rust_layout() -> Vec<(&'static str, usize)> {
+    let mut v = Vec::new();
+    v.extend(layout!("hr_params": HrParams {
+        path, n_gpu_layers, main_gpu, split_mode, load_mode, tensor_split, n_tensor_split,
+        override_patterns, override_bufts, n_overrides, use_extra_bufts, no_host, no_alloc,
+        forward_logs, n_ctx, n_batch, n_ubatch, n_seq_max, n_outputs_max, type_k, type_v,
+        flash_attn, swa_full, kv_unified, offload_kqv, op_offload, n_threads,
+    }));
+    v.extend(layout!("hr_buffer": HrBuffer {
+        name, device, model, context, compute, device_type, is_host,
+    }));
+    v.extend(layout!("hr_info": HrInfo {
+        n_ctx, n_ctx_train, n_batch, n_ubatch, n_seq_max, n_layer, n_vocab, n_params,
+        model_size, flash_attn,
+    }));
+    v.extend(layout!("hr_quant_model": HrQuantModel {
+        arch, n_embd, n_ff, n_layer, n_head, n_head_kv, n_expert, n_embd_head_k, n_embd_head_v,
+    }));
+    v.extend(layout!("hr_quant_tensor": HrQuantTensor { name, ne, n_dims, src_type }));
+    v.extend(layout!("hr_layout_entry": HrLayoutEntry { name, value }));
+    v
+}
+
 unsafe extern "C" {
     /// Returns the shim's `HR_ABI_VERSION`.
     pub(crate) fn hr_abi_version() -> i32;
 
-    /// Writes `sizeof` of each shim struct, as the C++ compiler laid it out.
-    pub(crate) fn hr_struct_sizes(
-        params: *mut usize,
-        buffer: *mut usize,
-        info: *mut usize,
-        quant_model: *mut usize,
-        quant_tensor: *mut usize,
-    );
+    /// A static table of `sizeof` / `offsetof` of every shim struct as the
+    /// C++ compiler laid it out; its length goes to `*n`.
+    pub(crate) fn hr_struct_layout(n: *mut usize) -> *const HrLayoutEntry;
 
     /// See accounting.h: makes `callback` the logger that llama.cpp lines
     /// outside a shim call's capture go to; the previous one goes to the

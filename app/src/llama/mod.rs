@@ -22,7 +22,7 @@ pub mod usage;
 pub mod vocab;
 
 pub use accounting::{breakdown, memory_breakdown};
-pub use error::AccountingError;
+pub use error::{AbiError, AccountingError, LayoutMismatch};
 pub use params::{AccountingParams, FlashAttn, SplitMode, TensorOverride};
 pub use quant::{QuantModel, QuantTensor, quant_types};
 pub use usage::{Breakdown, BufferUse, ContextInfo, DeviceKind};
