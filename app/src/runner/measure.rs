@@ -65,7 +65,9 @@ pub fn oom_score_adj() -> Option<i32> {
 }
 
 /// Memory in use on each GPU (by every process: NVML reports per device), in
-/// llama.cpp's device order; empty without a GPU.
+/// llama.cpp's device order; empty without a GPU. Cheap enough for the
+/// chat's once-a-second monitor: the probe reuses the process's one NVML
+/// handle (or its one cached failure) instead of initialising NVML each time.
 #[must_use]
 pub fn vram_used_bytes() -> Vec<u64> {
     let mut notes = Vec::new();

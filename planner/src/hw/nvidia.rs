@@ -6,6 +6,9 @@
 //! says why in a note. NVML lists every GPU in PCI bus order and ignores
 //! `CUDA_VISIBLE_DEVICES`; [`visible_devices`] applies that variable the way
 //! the CUDA runtime does.
+//!
+//! NVML is initialised once per process (see `nvml`): the chat's memory
+//! monitor probes once a second.
 
 use super::types::GpuInfo;
 
@@ -109,28 +112,46 @@ pub fn apply_visibility(
     visible
 }
 
+/// The process's one NVML handle, or why there is none.
+///
+/// `nvmlInit` loads the driver library and attaches to every device (tens
+/// of milliseconds, more on a multi-GPU host), and the chat's memory monitor
+/// probes once a second: initialising each time repeated that cost every
+/// second. NVML is thread-safe ("safe to make simultaneous NVML calls from
+/// multiple threads"; `Nvml` is `Send + Sync`), so one handle serves every
+/// thread; it is never shut down (the driver cleans up at exit). A failed
+/// initialisation is kept too: the driver library does not appear during a
+/// session, and retrying every second would pay the failed load each time.
+#[cfg(feature = "nvidia")]
+fn nvml() -> Result<&'static nvml_wrapper::Nvml, &'static str> {
+    use nvml_wrapper::Nvml;
+    static NVML: std::sync::OnceLock<Result<Nvml, String>> = std::sync::OnceLock::new();
+    NVML.get_or_init(|| match Nvml::init() {
+        Ok(n) => Ok(n),
+        // Some installs ship only the unversioned development name.
+        Err(first) => Nvml::builder()
+            .lib_path(std::ffi::OsStr::new("libnvidia-ml.so"))
+            .init()
+            .map_err(|_| first.to_string()),
+    })
+    .as_ref()
+    .map_err(String::as_str)
+}
+
 /// Reads all NVIDIA GPUs CUDA will see. Never fails; problems become notes.
 #[cfg(feature = "nvidia")]
 pub fn probe(notes: &mut Vec<String>) -> Vec<GpuInfo> {
     use super::types::GpuVendor;
-    use nvml_wrapper::Nvml;
     use nvml_wrapper::enum_wrappers::device::Clock;
 
-    let nvml = match Nvml::init() {
+    let nvml = match nvml() {
         Ok(n) => n,
-        // Some installs ship only the unversioned development name.
-        Err(first) => match Nvml::builder()
-            .lib_path(std::ffi::OsStr::new("libnvidia-ml.so"))
-            .init()
-        {
-            Ok(n) => n,
-            Err(_) => {
-                notes.push(format!(
-                    "no NVIDIA GPU found: NVML could not be loaded ({first})"
-                ));
-                return Vec::new();
-            }
-        },
+        Err(why) => {
+            notes.push(format!(
+                "no NVIDIA GPU found: NVML could not be loaded ({why})"
+            ));
+            return Vec::new();
+        }
     };
     let count = match nvml.device_count() {
         Ok(c) => c,
@@ -301,6 +322,18 @@ mod tests {
         assert!((a100 - 2.039e12).abs() < 0.01e12, "{a100}");
         let rtx4090 = bandwidth_bytes_per_s(384, 10501);
         assert!((rtx4090 - 1.008e12).abs() < 0.01e12, "{rtx4090}");
+    }
+
+    #[cfg(feature = "nvidia")]
+    #[test]
+    fn nvml_is_initialised_once_and_a_failure_is_kept() {
+        // The same handle, or the very same failure text (not a new one
+        // from a second attempt), whether or not this machine has NVML.
+        match (nvml(), nvml()) {
+            (Ok(a), Ok(b)) => assert!(std::ptr::eq(a, b)),
+            (Err(a), Err(b)) => assert!(std::ptr::eq(a, b), "{a}"),
+            (a, b) => panic!("NVML changed its mind: {a:?} then {b:?}"),
+        }
     }
 
     #[test]
