@@ -211,11 +211,28 @@ pub struct RamUse {
     pub allocated_bytes: u64,
 }
 
+/// What a warning is about: a stable code, serialised as the snake_case
+/// strings `plan --json` has always used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WarningCode {
+    /// Some layers run from system RAM, several times slower.
+    OffloadSlow,
+    /// A GPU is there but this build or plan cannot use it.
+    GpuUnusable,
+    /// Mapped weights do not all stay resident: pages are read back from disk.
+    PagesFromDisk,
+    /// A budget is exceeded.
+    DoesNotFit,
+    /// The context was lowered below what was asked for or trained.
+    ContextLimited,
+}
+
 /// A warning attached to a plan.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Warning {
-    /// Stable machine-readable code (`offload_slow`, `pages_from_disk`, ...).
-    pub code: String,
+    /// Stable machine-readable code.
+    pub code: WarningCode,
     /// One line for a person.
     pub message: String,
 }

@@ -21,7 +21,7 @@ use crate::hw::{GpuVendor, HardwareSnapshot};
 use crate::memory::{self, Context, Estimate, GpuSpec, MachineSpec, Placement, RepackRules, sum};
 use crate::plan::{
     DeviceKind, FlashAttn, ModelInfo, Plan, RamUse, Resolved, SCHEMA_VERSION, Settings, Verdict,
-    Warning,
+    Warning, WarningCode,
 };
 use crate::profile::ModelProfile;
 use crate::speed::{self, Throughput};
@@ -313,7 +313,7 @@ pub fn plan(
             format!("{} of {} layers in RAM", p.n_layer - gpu_layers, p.n_layer)
         };
         warnings.push(Warning {
-            code: "offload_slow".into(),
+            code: WarningCode::OffloadSlow,
             message: format!(
                 "offload: {in_ram}, est. {decode:.0} tok/s ({full:.0} tok/s fully on GPU)"
             ),
@@ -321,7 +321,7 @@ pub fn plan(
     }
     if !m.gpu_usable && !hw.gpus.is_empty() {
         warnings.push(Warning {
-            code: "gpu_unusable".into(),
+            code: WarningCode::GpuUnusable,
             message: format!(
                 "this build of headroom is CPU-only, so {} is not used; build with `--features cuda` (or vulkan/metal) to offload",
                 hw.gpus[0].name
@@ -332,7 +332,7 @@ pub fn plan(
     let working_set = sum([est.anonymous_bytes, est.mapped_working_bytes]);
     if ok && exceeds(working_set, ram_budget) {
         warnings.push(Warning {
-            code: "pages_from_disk".into(),
+            code: WarningCode::PagesFromDisk,
             message: format!(
                 "the mapped weights ({}) do not all fit in RAM beside the rest: the model will page from disk and run slowly",
                 crate::hw::format_size(est.mapped_working_bytes)
@@ -348,7 +348,7 @@ pub fn plan(
     }
     if !ok {
         warnings.push(Warning {
-            code: "does_not_fit".into(),
+            code: WarningCode::DoesNotFit,
             message: why_not(&est, &m),
         });
     }
@@ -453,7 +453,7 @@ fn kv_quant_hint(
         .filter(|&c| c > current && fits(&eval(p, &q, c, &placement(m, ngl, moe), m), m))
         .max()?;
     Some(Warning {
-        code: "context_limited".into(),
+        code: WarningCode::ContextLimited,
         message: format!(
             "context limited by memory; --cache-type-k q8_0 --cache-type-v q8_0 would allow -c {best} with the same layers"
         ),
@@ -560,7 +560,10 @@ pub fn choose(mut plans: Vec<Plan>, profiles_bpw: &[f64]) -> Option<Plan> {
         let bpw = profiles_bpw.get(i).copied().unwrap_or(0.0);
         let discounted = bpw * (p.est_decode_tokens_per_s / 10.0).min(1.0);
         // Weights that page from disk "fit" but crawl: ranked like offload.
-        let pages = p.warnings.iter().any(|w| w.code == "pages_from_disk");
+        let pages = p
+            .warnings
+            .iter()
+            .any(|w| w.code == WarningCode::PagesFromDisk);
         match p.verdict {
             Verdict::Fits if !pages => (2, bpw),
             Verdict::Fits | Verdict::FitsWithOffload => (1, discounted),

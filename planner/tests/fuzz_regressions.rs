@@ -191,7 +191,11 @@ mod sizes {
     /// of its parts or saturated, its speeds finite (JSON has no NaN).
     fn assert_refused(p: &Plan) {
         assert_eq!(p.verdict, Verdict::DoesNotFit, "{:?}", p.devices);
-        assert!(p.warnings.iter().any(|w| w.code == "does_not_fit"));
+        assert!(
+            p.warnings
+                .iter()
+                .any(|w| w.code == headroom_planner::plan::WarningCode::DoesNotFit)
+        );
         for d in &p.devices {
             let parts = [
                 d.weights_bytes,

@@ -114,11 +114,9 @@ fn two_gib_no_gpu() {
     let big = model(Shape::Llama8B, Mix::Q4KM);
     let plan = plan_for(&big, &s, &hw);
     assert_eq!(plan.verdict, Verdict::DoesNotFit);
-    assert!(
-        plan.warnings
-            .iter()
-            .any(|w| w.code == "does_not_fit" && w.message.contains("RAM"))
-    );
+    assert!(plan.warnings.iter().any(|w| w.code
+        == headroom_planner::plan::WarningCode::DoesNotFit
+        && w.message.contains("RAM")));
 }
 
 #[test]
@@ -164,7 +162,9 @@ fn unified_laptop_32g() {
     let plan = plan_for(&f16, &s, &hw);
     assert_eq!(plan.verdict, Verdict::FitsWithOffload);
     assert!(
-        plan.warnings.iter().any(|w| w.code == "pages_from_disk"),
+        plan.warnings
+            .iter()
+            .any(|w| w.code == headroom_planner::plan::WarningCode::PagesFromDisk),
         "{:?}",
         plan.warnings
     );
@@ -190,7 +190,9 @@ fn gpu_8g_ram_16g() {
     assert_eq!(plan.verdict, Verdict::FitsWithOffload);
     assert!(plan.n_gpu_layers > 0 && plan.n_gpu_layers < f16.n_layer);
     assert!(
-        plan.warnings.iter().any(|w| w.code == "offload_slow"),
+        plan.warnings
+            .iter()
+            .any(|w| w.code == headroom_planner::plan::WarningCode::OffloadSlow),
         "{:?}",
         plan.warnings
     );
@@ -357,7 +359,9 @@ fn a_file_that_would_page_from_disk_is_not_chosen_over_one_that_fits() {
     let plans: Vec<Plan> = files.iter().map(|p| plan_for(p, &s, &hw)).collect();
     let f16 = &plans[2];
     assert!(
-        f16.warnings.iter().any(|w| w.code == "pages_from_disk"),
+        f16.warnings
+            .iter()
+            .any(|w| w.code == headroom_planner::plan::WarningCode::PagesFromDisk),
         "the 16 GB F16 file cannot stay resident in 12 GiB"
     );
     let chosen = solve::choose(plans.clone(), &bpw).expect("a choice");
@@ -365,7 +369,12 @@ fn a_file_that_would_page_from_disk_is_not_chosen_over_one_that_fits() {
         chosen.quant, f16.quant,
         "chose the file that pages from disk"
     );
-    assert!(chosen.warnings.iter().all(|w| w.code != "pages_from_disk"));
+    assert!(
+        chosen
+            .warnings
+            .iter()
+            .all(|w| w.code != headroom_planner::plan::WarningCode::PagesFromDisk)
+    );
     assert_eq!(
         chosen.quant, plans[1].quant,
         "Q8_0 (8.5 GB) is resident in 12 GiB"

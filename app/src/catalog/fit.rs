@@ -279,7 +279,9 @@ pub fn runs(p: &Plan) -> bool {
 }
 
 fn pages_from_disk(p: &Plan) -> bool {
-    p.warnings.iter().any(|w| w.code == "pages_from_disk")
+    p.warnings
+        .iter()
+        .any(|w| w.code == headroom_planner::plan::WarningCode::PagesFromDisk)
 }
 
 /// The verdict `fit` reports: the plan's, except that a plan paging its
@@ -438,7 +440,10 @@ fn why(e: &Entry, planned: &Planned, best: usize) -> String {
             let reason = p
                 .warnings
                 .iter()
-                .find(|w| w.code == "does_not_fit" || w.code == "pages_from_disk")
+                .find(|w| {
+                    w.code == headroom_planner::plan::WarningCode::DoesNotFit
+                        || w.code == headroom_planner::plan::WarningCode::PagesFromDisk
+                })
                 .map_or("over budget", |w| w.message.as_str());
             format!("does not fit: {reason} ({q}, the closest)")
         }

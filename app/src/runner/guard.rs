@@ -30,7 +30,7 @@ pub struct Nearest {
 pub fn reason(plan: &Plan) -> String {
     plan.warnings
         .iter()
-        .find(|w| w.code == "does_not_fit")
+        .find(|w| w.code == headroom_planner::plan::WarningCode::DoesNotFit)
         .map_or_else(
             || "the plan does not fit".to_string(),
             |w| w.message.clone(),

@@ -88,7 +88,7 @@ impl PlanInfo {
             warnings: plan
                 .warnings
                 .iter()
-                .filter(|w| w.code != "does_not_fit")
+                .filter(|w| w.code != headroom_planner::plan::WarningCode::DoesNotFit)
                 .map(|w| w.message.clone())
                 .chain(extra_warnings)
                 .collect(),

@@ -254,7 +254,9 @@ fn an_offloaded_plan_brings_its_warning_into_the_banner() {
         Build { gpu: true },
     );
     assert!(
-        plan.warnings.iter().any(|w| w.code == "offload_slow"),
+        plan.warnings
+            .iter()
+            .any(|w| w.code == headroom_planner::plan::WarningCode::OffloadSlow),
         "{:?}",
         plan.warnings
     );

@@ -314,7 +314,11 @@ fn explain(cands: &[Candidate], index: usize, plan: &Plan) -> String {
                             up.est_decode_tokens_per_s, plan.est_decode_tokens_per_s
                         )
                     }
-                    Verdict::Fits if up.warnings.iter().any(|w| w.code == "pages_from_disk") => {
+                    Verdict::Fits
+                        if up.warnings.iter().any(|w| {
+                            w.code == headroom_planner::plan::WarningCode::PagesFromDisk
+                        }) =>
+                    {
                         format!(
                             "would not fit in RAM and would page from disk (est. {:.1} tok/s against {:.1})",
                             up.est_decode_tokens_per_s, plan.est_decode_tokens_per_s
