@@ -442,15 +442,21 @@ impl Session<'_> {
             }
             let last_chunk = (ci + 1) * n_batch >= todo.len();
             self.batch.clear();
+            let base = self.cached.len();
             for (i, &t) in chunk.iter().enumerate() {
-                let pos = i32::try_from(self.cached.len())?;
+                let pos = i32::try_from(base + i)?;
                 self.batch
                     .add(t, pos, &[0], last_chunk && i + 1 == chunk.len())?;
-                self.cached.push(t);
             }
-            self.ctx
-                .decode(&mut self.batch)
-                .map_err(|e| anyhow::anyhow!("llama.cpp failed to evaluate the prompt: {e}"))?;
+            if let Err(e) = self.ctx.decode(&mut self.batch) {
+                // A failed decode may have stored part of the chunk: forget
+                // the cache, so the next turn evaluates from the start
+                // instead of trusting cells it cannot account for.
+                self.clear();
+                bail!("llama.cpp failed to evaluate the prompt: {e}");
+            }
+            // Only what llama.cpp evaluated is counted as cached.
+            self.cached.extend_from_slice(chunk);
         }
         let prompt_time = t0.elapsed();
         let mut out = Generation {
@@ -533,9 +539,10 @@ impl Session<'_> {
             self.batch.clear();
             let pos = i32::try_from(self.cached.len())?;
             self.batch.add(token, pos, &[0], true)?;
-            self.ctx
-                .decode(&mut self.batch)
-                .map_err(|e| anyhow::anyhow!("llama.cpp failed to evaluate a token: {e}"))?;
+            if let Err(e) = self.ctx.decode(&mut self.batch) {
+                self.clear();
+                bail!("llama.cpp failed to evaluate a token: {e}");
+            }
             self.cached.push(token);
             if stop_now {
                 break StopReason::Interrupted;
