@@ -351,6 +351,8 @@ fn refusal(detail: &str) -> String {
 /// fallback (whose rendering would hide what the file does).
 #[test]
 fn runaway_gguf_templates_are_refused_not_replaced() {
+    // Burning fuel takes a core for seconds: not while a model runs.
+    let _gate = crate::support::one_at_a_time();
     let cases = [
         (ENDLESS, "ran out of fuel after 10000000 steps".to_string()),
         (RECURSIVE, "nested deeper than 500 levels".to_string()),
@@ -401,6 +403,7 @@ fn runaway_gguf_templates_are_refused_not_replaced() {
 /// (one of the probes that set a format up) is refused all the same.
 #[test]
 fn a_template_endless_on_a_system_message_is_refused() {
+    let _gate = crate::support::one_at_a_time();
     let src = format!(
         "{{% if messages[0].role == 'system' %}}{ENDLESS}{{% endif %}}\
          {{% for m in messages %}}{{{{ m.content }}}}{{% endfor %}}"
