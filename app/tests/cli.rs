@@ -17,6 +17,8 @@ mod catalog;
 mod checks;
 #[path = "cli/common.rs"]
 mod common;
+#[path = "cli/completions.rs"]
+mod completions;
 #[path = "cli/corpus.rs"]
 mod corpus;
 #[path = "cli/curve.rs"]

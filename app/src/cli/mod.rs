@@ -62,6 +62,22 @@ pub enum Command {
     List(ListArgs),
     /// The model catalog: `catalog refresh` verifies entries against the hub.
     Catalog(CatalogArgs),
+    /// Print a shell completion script (e.g. `headroom completions bash > ~/.local/share/bash-completion/completions/headroom`).
+    Completions(CompletionsArgs),
+}
+
+/// `headroom completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+/// The whole command line as clap knows it (for completions).
+#[must_use]
+pub fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
 }
 
 /// Hardware overrides shared by every command.

@@ -37,6 +37,16 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Pull(args) => pull::run(&args, &cli.machine),
         Command::List(args) => list::run(&args, &cli.machine),
         Command::Catalog(args) => catalog::run(&args),
+        Command::Completions(args) => {
+            let mut cmd = crate::cli::command();
+            let name = cmd.get_name().to_string();
+            // Into memory first: clap_complete panics on a write error, and a
+            // closed pipe (`| head`) is not worth a panic.
+            let mut script = Vec::new();
+            clap_complete::generate(args.shell, &mut cmd, name, &mut script);
+            std::io::Write::write_all(&mut std::io::stdout().lock(), &script)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::DemoModel => {
             println!("{}", crate::source::demo::demo_model()?.display());
             Ok(ExitCode::SUCCESS)
