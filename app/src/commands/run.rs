@@ -51,8 +51,9 @@ pub fn run(args: &RunArgs, machine: &MachineArgs, verbose: u8) -> Result<ExitCod
         other => other?,
     };
     let rss_after_load = measure::rss_bytes();
-    let mut session = engine.session()?;
 
+    // The prompt before the context: a template that cannot be used is
+    // refused in milliseconds, creating the context takes seconds.
     let (text, stops) = if args.raw {
         (prompt, Vec::new())
     } else {
@@ -67,6 +68,7 @@ pub fn run(args: &RunArgs, machine: &MachineArgs, verbose: u8) -> Result<ExitCod
     };
     let tokens = tokenize_prompt(&engine, &text)?;
     tracing::debug!("prompt ({} tokens): {text:?}", tokens.len());
+    let mut session = engine.session()?;
     let opts = GenOptions {
         stop: opts.stop.iter().cloned().chain(stops).collect(),
         ..opts

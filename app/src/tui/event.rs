@@ -58,6 +58,9 @@ pub enum ModelEvent {
     },
     /// The load failed; the chat cannot go on.
     LoadFailed(String),
+    /// The model loaded, but its chat template cannot be used (it does not
+    /// finish, or it raises): the chat cannot go on.
+    TemplateFailed(String),
     /// The prompt did not fit: this many of the oldest messages after the
     /// system prompt were left out.
     Trimmed(usize),

@@ -164,7 +164,7 @@ pub fn run(mut app: App, start: Start, opts: &Options) -> Result<Outcome> {
     }
     Ok(match &app.mode {
         Mode::Refused { .. } => Outcome::Refused,
-        Mode::Failed => Outcome::LoadFailed(last_error(&app).unwrap_or_default()),
+        Mode::Failed(_) => Outcome::LoadFailed(last_error(&app).unwrap_or_default()),
         _ => Outcome::Quit,
     })
 }
@@ -273,7 +273,7 @@ impl Runtime {
                 }) {
                     Ok(info) => app.start_plan(info),
                     Err(e) => {
-                        app.mode = Mode::Failed;
+                        app.mode = Mode::Failed("the nearest plan cannot start");
                         app.notice(
                             Level::Error,
                             format!("the nearest plan cannot start: {e:#}"),

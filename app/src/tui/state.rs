@@ -212,8 +212,10 @@ pub enum Mode {
     Idle,
     /// A reply is streaming.
     Streaming,
-    /// The model could not be loaded; only quitting is left.
-    Failed,
+    /// The chat cannot go on (the model did not load, its chat template
+    /// cannot be used, the model thread stopped): what, in a few words for
+    /// the status bar; the notice above says why. Only quitting is left.
+    Failed(&'static str),
 }
 
 /// Tokens in the context.

@@ -4,6 +4,9 @@
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
+/// The status bar's words, and the notice's start, when the model did not load.
+const FAILED_LOAD: &str = "the model could not be loaded";
+
 use super::event::{Effect, Event, ModelEvent, Request};
 use super::state::{App, CONTEXT_WARN, Entry, Mode, Role, Turn, TurnState, state_after};
 use super::theme::Level;
@@ -44,7 +47,7 @@ impl App {
     fn accepts_input(&self) -> bool {
         matches!(
             self.mode,
-            Mode::Idle | Mode::Streaming | Mode::Loading(_) | Mode::Failed
+            Mode::Idle | Mode::Streaming | Mode::Loading(_) | Mode::Failed(_)
         )
     }
 
@@ -220,7 +223,7 @@ impl App {
                 );
                 Vec::new()
             }
-            Mode::Failed => {
+            Mode::Failed(_) => {
                 self.notice(
                     Level::Error,
                     "no model to answer: /save keeps the conversation, /quit leaves",
@@ -280,8 +283,13 @@ impl App {
                 }
             }
             ModelEvent::LoadFailed(e) => {
-                self.mode = Mode::Failed;
-                self.notice(Level::Error, format!("the model could not be loaded: {e}"));
+                self.mode = Mode::Failed(FAILED_LOAD);
+                self.notice(Level::Error, format!("{FAILED_LOAD}: {e}"));
+                self.notice(Level::Info, "Ctrl+C, Ctrl+D or /quit leaves");
+            }
+            ModelEvent::TemplateFailed(e) => {
+                self.mode = Mode::Failed("the chat template cannot be used");
+                self.notice(Level::Error, e);
                 self.notice(Level::Info, "Ctrl+C, Ctrl+D or /quit leaves");
             }
             ModelEvent::Trimmed(n) => {
@@ -367,7 +375,7 @@ impl App {
                 if let Some(t) = self.streaming_turn() {
                     t.state = TurnState::Failed;
                 }
-                self.mode = Mode::Failed;
+                self.mode = Mode::Failed("the model thread stopped");
                 self.live_tps = None;
                 self.notice(
                     Level::Error,

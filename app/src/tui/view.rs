@@ -234,7 +234,7 @@ fn render_input(app: &App, frame: &mut Frame, area: Rect) {
         .border_style(theme.dim());
     let hint = match &app.mode {
         Mode::Refused { .. } => "",
-        Mode::Failed => " Ctrl+C, Ctrl+D or /quit leaves ",
+        Mode::Failed(_) => " Ctrl+C, Ctrl+D or /quit leaves ",
         Mode::Streaming => " streaming · Esc stops ",
         Mode::Loading(_) => " loading · Enter queues the message ",
         Mode::Idle if app.scroll.is_some() => " PgUp/PgDn scroll · End follows ",
@@ -370,9 +370,9 @@ fn render_status(app: &App, frame: &mut Frame, area: Rect) {
                 bar.patch(theme.notice(Level::Error)),
             ));
         }
-        Mode::Failed => {
+        Mode::Failed(what) => {
             second.push(Span::styled(
-                " the model could not be loaded",
+                format!(" {what}"),
                 bar.patch(theme.notice(Level::Error)),
             ));
         }

@@ -94,11 +94,17 @@ fn serve(
             return;
         }
     };
-    let ready = engine
-        .session()
-        .and_then(|s| chat_format(&engine, &cfg.template).map(|f| (s, f)));
-    let (mut session, format) = match ready {
-        Ok(r) => r,
+    // The template first: it is checked in milliseconds (a hostile one
+    // within its fuel), the context takes seconds to create.
+    let format = match chat_format(&engine, &cfg.template) {
+        Ok(f) => f,
+        Err(e) => {
+            send(ModelEvent::TemplateFailed(format!("{e:#}")));
+            return;
+        }
+    };
+    let mut session = match engine.session() {
+        Ok(s) => s,
         Err(e) => {
             send(ModelEvent::LoadFailed(format!("{e:#}")));
             return;

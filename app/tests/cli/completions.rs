@@ -8,8 +8,18 @@ fn every_shell_gets_a_script_that_knows_the_subcommands_and_flags() {
     for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
         let out = run(["completions", shell]);
         assert_eq!(out.code, Some(0), "{shell}: {}", out.stderr);
-        for word in ["plan", "fit", "pull", "ctx-size", "n-gpu-layers", "flash-attn"] {
-            assert!(out.stdout.contains(word), "{shell}: no {word:?} in the script");
+        for word in [
+            "plan",
+            "fit",
+            "pull",
+            "ctx-size",
+            "n-gpu-layers",
+            "flash-attn",
+        ] {
+            assert!(
+                out.stdout.contains(word),
+                "{shell}: no {word:?} in the script"
+            );
         }
     }
 }
