@@ -153,13 +153,9 @@ pub fn update(path: &Path, edit: impl FnOnce(Option<Vec<u8>>) -> Result<Vec<u8>>
     let lock_path = PathBuf::from(lock_name);
     let lock =
         open_lock_file(&lock_path).with_context(|| format!("opening {}", lock_path.display()))?;
-    // flock(2) by hand: std's File::lock needs Rust 1.89, above our MSRV.
-    // SAFETY: flock on a descriptor owned by `lock`, alive for the call.
-    let rc = unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) };
-    if rc != 0 {
-        return Err(anyhow::Error::new(std::io::Error::last_os_error())
-            .context(format!("locking {}", lock_path.display())));
-    }
+    // std's File::lock is flock(2) on Unix, as hf-hub and Python's filelock.
+    lock.lock()
+        .with_context(|| format!("locking {}", lock_path.display()))?;
     let old = match fs::read(path) {
         Ok(b) => Some(b),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,

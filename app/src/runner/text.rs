@@ -4,50 +4,57 @@
 
 /// Reassembles UTF-8 from token pieces: a token may end in the middle of a
 /// multi-byte character (emoji, CJK); those bytes wait for the next piece.
-#[derive(Debug, Default)]
+/// encoding_rs's streaming decoder does the bookkeeping (and replaces bytes
+/// that can never be UTF-8 as the WHATWG standard says).
 pub struct Utf8Stream {
-    pending: Vec<u8>,
+    decoder: encoding_rs::Decoder,
+}
+
+impl Default for Utf8Stream {
+    fn default() -> Self {
+        Self {
+            // Token pieces are text, not files: a piece that starts with the
+            // bytes of a BOM means U+FEFF, which must not be eaten.
+            decoder: encoding_rs::UTF_8.new_decoder_without_bom_handling(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Utf8Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Utf8Stream").finish_non_exhaustive()
+    }
 }
 
 impl Utf8Stream {
     /// Add a piece's bytes; returns the text that is now complete.
     /// Bytes that can never become valid UTF-8 come out as U+FFFD.
     pub fn push(&mut self, bytes: &[u8]) -> String {
-        self.pending.extend_from_slice(bytes);
-        let mut out = String::new();
-        loop {
-            match std::str::from_utf8(&self.pending) {
-                Ok(s) => {
-                    out.push_str(s);
-                    self.pending.clear();
-                    return out;
-                }
-                Err(e) => {
-                    let valid = e.valid_up_to();
-                    // SAFETY-free: the prefix was just validated.
-                    out.push_str(std::str::from_utf8(&self.pending[..valid]).unwrap_or_default());
-                    match e.error_len() {
-                        // An incomplete character at the end: keep it for later.
-                        None => {
-                            self.pending.drain(..valid);
-                            return out;
-                        }
-                        // Invalid bytes: replace them and go on.
-                        Some(bad) => {
-                            out.push(char::REPLACEMENT_CHARACTER);
-                            self.pending.drain(..valid + bad);
-                        }
-                    }
-                }
-            }
-        }
+        self.decode(bytes, false)
     }
 
-    /// What is left at the end of generation (an unfinished character).
+    /// What is left at the end of generation (an unfinished character, as
+    /// U+FFFD); the stream starts afresh after it.
     pub fn finish(&mut self) -> String {
-        let out = String::from_utf8_lossy(&self.pending).into_owned();
-        self.pending.clear();
+        let out = self.decode(&[], true);
+        *self = Self::default();
         out
+    }
+
+    fn decode(&mut self, mut bytes: &[u8], last: bool) -> String {
+        let mut out = String::new();
+        loop {
+            let room = self
+                .decoder
+                .max_utf8_buffer_length(bytes.len())
+                .unwrap_or(bytes.len().saturating_mul(3).saturating_add(16));
+            out.reserve(room);
+            let (result, read, _) = self.decoder.decode_to_string(bytes, &mut out, last);
+            bytes = &bytes[read..];
+            if result == encoding_rs::CoderResult::InputEmpty {
+                return out;
+            }
+        }
     }
 }
 
@@ -143,6 +150,14 @@ mod tests {
         assert_eq!(s.push(&[b'a', 0xFF, b'b']), "a\u{FFFD}b");
         assert_eq!(s.push(&[0xE2, 0x82]), "");
         assert_eq!(s.finish(), "\u{FFFD}");
+        // A finished stream starts afresh.
+        assert_eq!(s.push("é".as_bytes()), "é");
+    }
+
+    #[test]
+    fn a_piece_that_starts_like_a_bom_keeps_it() {
+        let mut s = Utf8Stream::default();
+        assert_eq!(s.push(&[0xEF, 0xBB, 0xBF, b'x']), "\u{FEFF}x");
     }
 
     #[test]

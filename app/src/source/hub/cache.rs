@@ -162,28 +162,21 @@ impl RepoCache {
         // link planted here would empty whatever file it points at.
         let file = crate::files::open_lock_file(&path)
             .with_context(|| format!("creating {}", path.display()))?;
-        let lock = |flags| {
-            use std::os::fd::AsRawFd;
-            // SAFETY: flock on a descriptor this function owns; no memory is shared.
-            let rc = unsafe { libc::flock(file.as_raw_fd(), flags) };
-            if rc == 0 {
-                Ok(())
-            } else {
-                Err(std::io::Error::last_os_error())
-            }
-        };
         // flock(2), as hf-hub (std's File::lock) and Python's filelock take it.
-        match lock(libc::LOCK_EX | libc::LOCK_NB) {
+        match file.try_lock() {
             Ok(()) => return Ok(file),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+            Err(std::fs::TryLockError::WouldBlock) => {
                 eprintln!(
                     "headroom: another process is downloading this file ({}); waiting for it…",
                     path.display()
                 );
             }
-            Err(e) => return Err(e).with_context(|| format!("locking {}", path.display())),
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(e).with_context(|| format!("locking {}", path.display()));
+            }
         }
-        lock(libc::LOCK_EX).with_context(|| format!("locking {}", path.display()))?;
+        file.lock()
+            .with_context(|| format!("locking {}", path.display()))?;
         Ok(file)
     }
 }
@@ -228,9 +221,8 @@ fn check_rel_path(s: &str) -> Result<()> {
 /// (or its nearest existing ancestor).
 ///
 /// # Errors
-/// `statvfs` fails.
+/// The file system cannot be asked (`statvfs` fails).
 pub fn free_bytes(path: &Path) -> Result<u64> {
-    use std::os::unix::ffi::OsStrExt;
     let mut probe = path;
     while !probe.exists() {
         probe = probe.parent().unwrap_or(Path::new("/"));
@@ -239,20 +231,7 @@ pub fn free_bytes(path: &Path) -> Result<u64> {
             break;
         }
     }
-    let c = std::ffi::CString::new(probe.as_os_str().as_bytes())
-        .with_context(|| format!("{} has a NUL byte", probe.display()))?;
-    let mut st = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
-    // SAFETY: `c` is a valid NUL-terminated path and `st` points to writable
-    // memory of the right type for statvfs to fill.
-    let rc = unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error())
-            .with_context(|| format!("statvfs {}", probe.display()));
-    }
-    // SAFETY: statvfs returned 0, so it filled the struct.
-    let st = unsafe { st.assume_init() };
-    #[allow(clippy::useless_conversion)] // the field widths differ between targets
-    Ok(u64::from(st.f_bavail).saturating_mul(u64::from(st.f_frsize)))
+    fs4::available_space(probe).with_context(|| format!("free space of {}", probe.display()))
 }
 
 #[cfg(test)]
