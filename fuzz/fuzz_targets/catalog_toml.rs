@@ -10,23 +10,12 @@
 
 #![no_main]
 
-use std::path::Path;
-use std::sync::LazyLock;
-
+use headroom_fuzz::MACHINE;
 use headroom_planner::catalog::{Catalog, Entry};
-use headroom_planner::hw::{self, HardwareSnapshot};
 use headroom_planner::plan::Settings;
 use headroom_planner::solve::{self, Build};
 use headroom_planner::synth::facts::{self, ArchFacts, Skeleton};
 use libfuzzer_sys::fuzz_target;
-
-static MACHINE: LazyLock<HardwareSnapshot> = LazyLock::new(|| {
-    hw::parse_profile(
-        include_str!("../../planner/tests/fixtures/hw/gpu-8g-ram-16g.toml"),
-        Path::new("gpu-8g-ram-16g.toml"),
-    )
-    .expect("the fixture profile parses")
-});
 
 /// The architecture the app plans `e` with (`resolve_arch`), or `None`
 /// where it reports an error instead.

@@ -6,26 +6,13 @@
 
 #![no_main]
 
-use std::path::Path;
-use std::sync::LazyLock;
-
+use headroom_fuzz::MACHINE;
 use headroom_planner::gguf::writer::to_bytes;
 use headroom_planner::gguf::{GgufError, Header, parse_header, read_header};
-use headroom_planner::hw::{self, HardwareSnapshot};
 use headroom_planner::plan::Settings;
 use headroom_planner::profile;
 use headroom_planner::solve::{self, Build};
 use libfuzzer_sys::fuzz_target;
-
-/// One GPU of 8 GiB and 16 GiB of RAM: GPU offload, CPU fallback and the
-/// context search all run.
-static MACHINE: LazyLock<HardwareSnapshot> = LazyLock::new(|| {
-    hw::parse_profile(
-        include_str!("../../planner/tests/fixtures/hw/gpu-8g-ram-16g.toml"),
-        Path::new("gpu-8g-ram-16g.toml"),
-    )
-    .expect("the fixture profile parses")
-});
 
 /// Headers compare through `Debug`: a NaN metadata value is not equal to
 /// itself, but prints the same.

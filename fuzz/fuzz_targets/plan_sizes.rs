@@ -8,12 +8,11 @@
 
 #![no_main]
 
-use std::path::Path;
 use std::sync::LazyLock;
 
-use headroom_fuzz::Tiny;
+use headroom_fuzz::{MACHINE, Tiny};
 use headroom_planner::gguf::{GgmlType, Header, Value};
-use headroom_planner::hw::{self, HardwareSnapshot, Overrides};
+use headroom_planner::hw::{self, Overrides};
 use headroom_planner::plan::{FlashAttn, Settings, Verdict};
 use headroom_planner::profile;
 use headroom_planner::solve::{self, Build};
@@ -52,14 +51,6 @@ static MODELS: LazyLock<Vec<Header>> = LazyLock::new(|| {
     .iter()
     .map(|t| t.build().expect("the seed models are valid"))
     .collect()
-});
-
-static MACHINE: LazyLock<HardwareSnapshot> = LazyLock::new(|| {
-    hw::parse_profile(
-        include_str!("../../planner/tests/fixtures/hw/gpu-8g-ram-16g.toml"),
-        Path::new("gpu-8g-ram-16g.toml"),
-    )
-    .expect("the fixture profile parses")
 });
 
 /// Hyper-parameter keys the profile reads (after `<arch>.`).
@@ -188,13 +179,7 @@ fn run(u: &mut Unstructured) -> Result<()> {
     };
     let plan = solve::plan(&model, "fuzz.gguf", &s, &machine, build);
     for d in &plan.devices {
-        let parts = [
-            d.weights_bytes,
-            d.kv_bytes,
-            d.compute_bytes,
-            d.overhead_bytes,
-            d.margin_bytes,
-        ];
+        let parts = d.parts();
         let sum: u128 = parts.iter().map(|&b| u128::from(b)).sum();
         assert!(
             u128::from(d.total_bytes) == sum || d.total_bytes == u64::MAX,

@@ -1,9 +1,24 @@
 //! Small, valid model headers shared by the fuzz targets and the seed-corpus
 //! writer: real enough that `profile` and `solve::plan` accept them, small
-//! enough (a few KB) that libFuzzer mutates them quickly.
+//! enough (a few KB) that libFuzzer mutates them quickly; and the machine
+//! the targets plan on.
+
+use std::path::Path;
+use std::sync::LazyLock;
 
 use headroom_planner::gguf::writer::HeaderBuilder;
 use headroom_planner::gguf::{Array, ArrayItems, GgmlType, GgufError, Header};
+use headroom_planner::hw::{self, HardwareSnapshot};
+
+/// One GPU of 8 GiB and 16 GiB of RAM (the planner's fixture profile): GPU
+/// offload, CPU fallback and the context search all run.
+pub static MACHINE: LazyLock<HardwareSnapshot> = LazyLock::new(|| {
+    hw::parse_profile(
+        include_str!("../../planner/tests/fixtures/hw/gpu-8g-ram-16g.toml"),
+        Path::new("gpu-8g-ram-16g.toml"),
+    )
+    .expect("the fixture profile parses")
+});
 
 /// The knobs that select the planner's different code paths.
 #[derive(Debug, Clone)]

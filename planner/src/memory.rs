@@ -698,6 +698,15 @@ struct ComputeBuffers {
     work: u64,
 }
 
+/// Everything one placement and context allocate, per device: the weights,
+/// the KV cache and the compute buffers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Buffers {
+    weights: Weights,
+    kv: KvCache,
+    compute: ComputeBuffers,
+}
+
 /// Compute buffers per device (`sched_reserve`): every device that runs a
 /// stage holds the graph inputs and its largest stage; the output stage (last
 /// layer's residual tensors and the logits) lands on the output layer's
@@ -783,10 +792,13 @@ fn residency(
     settings: &Settings,
     m: &MachineSpec,
     lay: &Layout,
-    w: &Weights,
-    kv: &KvCache,
-    c: &ComputeBuffers,
+    b: &Buffers,
 ) -> Residency {
+    let Buffers {
+        weights: w,
+        kv,
+        compute: c,
+    } = b;
     let mapped = w.mapped_bytes(settings.mmap);
     let vocab_overhead = product([p.n_vocab, overhead::PER_TOKEN]);
     let cuda_host = if lay.uses_gpu { overhead::CUDA_HOST } else { 0 };
@@ -834,11 +846,14 @@ fn device_uses(
     settings: &Settings,
     m: &MachineSpec,
     lay: &Layout,
-    w: &Weights,
-    kv: &KvCache,
-    c: &ComputeBuffers,
+    b: &Buffers,
     base: u64,
 ) -> Vec<DeviceUse> {
+    let Buffers {
+        weights: w,
+        kv,
+        compute: c,
+    } = b;
     let uses_gpu = lay.uses_gpu;
     let margin_ram = settings
         .margin_bytes
@@ -934,13 +949,15 @@ pub fn estimate(
     // and with mmap such weights land in plain CPU memory: no repacking when a GPU
     // backend is present (`make_cpu_buft_list`, `llama-model-loader.cpp:1271`).
     let repack_active = settings.repack && lay.n_gpu == 0;
-    let w = place_weights(p, placement, &lay, m, repack_active);
-    let kv = kv_per_device(p, ctx, placement, &lay);
-    let c = compute_buffers(p, ctx, &lay);
-    let r = residency(p, settings, m, &lay, &w, &kv, &c);
-    let devices = device_uses(settings, m, &lay, &w, &kv, &c, r.base);
-    let mut active_bytes = vec![w.cpu_active];
-    active_bytes.extend(w.gpu_active);
+    let b = Buffers {
+        weights: place_weights(p, placement, &lay, m, repack_active),
+        kv: kv_per_device(p, ctx, placement, &lay),
+        compute: compute_buffers(p, ctx, &lay),
+    };
+    let r = residency(p, settings, m, &lay, &b);
+    let devices = device_uses(settings, m, &lay, &b, r.base);
+    let mut active_bytes = vec![b.weights.cpu_active];
+    active_bytes.extend(b.weights.gpu_active);
     Estimate {
         ctx: *ctx,
         devices,

@@ -196,6 +196,21 @@ pub struct DeviceUse {
     pub buffers: Vec<BufferUse>,
 }
 
+impl DeviceUse {
+    /// The five parts `total_bytes` adds up (saturating at `u64::MAX`):
+    /// weights, KV cache, compute, overhead, margin.
+    #[must_use]
+    pub fn parts(&self) -> [u64; 5] {
+        [
+            self.weights_bytes,
+            self.kv_bytes,
+            self.compute_bytes,
+            self.overhead_bytes,
+            self.margin_bytes,
+        ]
+    }
+}
+
 /// What the process will hold in RAM.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct RamUse {

@@ -197,13 +197,7 @@ mod sizes {
                 .any(|w| w.code == headroom_planner::plan::WarningCode::DoesNotFit)
         );
         for d in &p.devices {
-            let parts = [
-                d.weights_bytes,
-                d.kv_bytes,
-                d.compute_bytes,
-                d.overhead_bytes,
-                d.margin_bytes,
-            ];
+            let parts = d.parts();
             let exact: u128 = parts.iter().map(|&b| u128::from(b)).sum();
             let want = u64::try_from(exact).unwrap_or(u64::MAX);
             assert_eq!(d.total_bytes, want, "{} parts {parts:?}", d.name);

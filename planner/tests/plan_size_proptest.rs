@@ -328,7 +328,7 @@ proptest! {
         let ctx = Context::resolve(&s, s.n_ctx.unwrap_or(4096));
         let e = memory::estimate(&p, &s, &ctx, &placement(&m, ngl, n_cpu_moe), &m);
         for d in &e.devices {
-            let parts = [d.weights_bytes, d.kv_bytes, d.compute_bytes, d.overhead_bytes, d.margin_bytes];
+            let parts = d.parts();
             let exact: u128 = parts.iter().map(|&b| u128::from(b)).sum();
             prop_assert_eq!(d.total_bytes, saturate(exact), "{} {:?}", d.name, parts);
         }

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use headroom_planner::hw::{self, HardwareSnapshot, Overrides};
-use headroom_planner::plan::{Plan, Settings, Verdict};
+use headroom_planner::plan::{Plan, Settings, Verdict, WarningCode};
 use headroom_planner::profile::{self, ModelProfile};
 use headroom_planner::solve::{self, Build};
 use headroom_planner::synth::{self, Mix, Shape};
@@ -32,6 +32,11 @@ fn machine(profile_file: &str, ram: Option<u64>, vram: Option<Vec<u64>>) -> Hard
     .expect("overrides apply")
 }
 
+/// A fixture's profile as it stands.
+fn profile_of(profile_file: &str) -> HardwareSnapshot {
+    hw::load_profile(&fixture(profile_file)).expect("profile")
+}
+
 fn model(shape: Shape, mix: Mix) -> ModelProfile {
     let header = synth::build(shape, mix).expect("synthetic header builds");
     profile::profile(&header).expect("synthetic header profiles")
@@ -39,6 +44,26 @@ fn model(shape: Shape, mix: Mix) -> ModelProfile {
 
 fn plan_for(p: &ModelProfile, s: &Settings, hw: &HardwareSnapshot) -> Plan {
     solve::plan(p, "model.gguf", s, hw, GPU_BUILD)
+}
+
+/// Llama-3-8B in Q4_K_M, Q8_0 and F16, and their bits per weight.
+fn llama_8b_files() -> ([ModelProfile; 3], Vec<f64>) {
+    let files = [
+        model(Shape::Llama8B, Mix::Q4KM),
+        model(Shape::Llama8B, Mix::Q8_0),
+        model(Shape::Llama8B, Mix::F16),
+    ];
+    let bpw = files.iter().map(solve::bits_per_weight).collect();
+    (files, bpw)
+}
+
+/// `plan` warns with `code` (`what`: why it must).
+fn assert_warns(plan: &Plan, code: WarningCode, what: &str) {
+    assert!(
+        plan.warnings.iter().any(|w| w.code == code),
+        "{what}: {:?}",
+        plan.warnings
+    );
 }
 
 fn with(s: &Settings, n_ctx: u32, ngl: u32) -> Settings {
@@ -114,15 +139,17 @@ fn two_gib_no_gpu() {
     let big = model(Shape::Llama8B, Mix::Q4KM);
     let plan = plan_for(&big, &s, &hw);
     assert_eq!(plan.verdict, Verdict::DoesNotFit);
-    assert!(plan.warnings.iter().any(|w| w.code
-        == headroom_planner::plan::WarningCode::DoesNotFit
-        && w.message.contains("RAM")));
+    assert!(
+        plan.warnings
+            .iter()
+            .any(|w| w.code == WarningCode::DoesNotFit && w.message.contains("RAM"))
+    );
 }
 
 #[test]
 fn container_limit_beats_host_ram() {
     // 512 MiB cgroup on a 64 GiB host: the host would take a 1B model easily.
-    let hw = hw::load_profile(&fixture("container-512m.toml")).expect("profile");
+    let hw = profile_of("container-512m.toml");
     let s = Settings::default();
     let p = model(Shape::Llama1B, Mix::Q4KM);
     let plan = plan_for(&p, &s, &hw);
@@ -139,7 +166,7 @@ fn container_limit_beats_host_ram() {
 
 #[test]
 fn unified_laptop_32g() {
-    let hw = hw::load_profile(&fixture("laptop-unified-32g.toml")).expect("profile");
+    let hw = profile_of("laptop-unified-32g.toml");
     let s = Settings::default();
     let p = model(Shape::Llama8B, Mix::Q8_0);
     let plan = plan_for(&p, &s, &hw);
@@ -161,12 +188,10 @@ fn unified_laptop_32g() {
     let f16 = model(Shape::Qwen3Moe30BA3B, Mix::F16);
     let plan = plan_for(&f16, &s, &hw);
     assert_eq!(plan.verdict, Verdict::FitsWithOffload);
-    assert!(
-        plan.warnings
-            .iter()
-            .any(|w| w.code == headroom_planner::plan::WarningCode::PagesFromDisk),
-        "{:?}",
-        plan.warnings
+    assert_warns(
+        &plan,
+        WarningCode::PagesFromDisk,
+        "mapped layers on the CPU",
     );
     let no_mmap = Settings {
         mmap: false,
@@ -177,7 +202,7 @@ fn unified_laptop_32g() {
 
 #[test]
 fn gpu_8g_ram_16g() {
-    let hw = hw::load_profile(&fixture("gpu-8g-ram-16g.toml")).expect("profile");
+    let hw = profile_of("gpu-8g-ram-16g.toml");
     let s = Settings::default();
     let q4 = model(Shape::Llama8B, Mix::Q4KM);
     let plan = plan_for(&q4, &s, &hw);
@@ -189,19 +214,13 @@ fn gpu_8g_ram_16g() {
     let plan = plan_for(&f16, &s, &hw);
     assert_eq!(plan.verdict, Verdict::FitsWithOffload);
     assert!(plan.n_gpu_layers > 0 && plan.n_gpu_layers < f16.n_layer);
-    assert!(
-        plan.warnings
-            .iter()
-            .any(|w| w.code == headroom_planner::plan::WarningCode::OffloadSlow),
-        "{:?}",
-        plan.warnings
-    );
+    assert_warns(&plan, WarningCode::OffloadSlow, "part offloaded");
     assert_tight(&f16, &s, &hw, &plan);
 }
 
 #[test]
 fn two_24g_gpus() {
-    let hw = hw::load_profile(&fixture("two-24g-gpus.toml")).expect("profile");
+    let hw = profile_of("two-24g-gpus.toml");
     let s = Settings::default();
     let moe = model(Shape::Qwen3Moe30BA3B, Mix::Q4KM);
     let plan = plan_for(&moe, &s, &hw);
@@ -227,7 +246,7 @@ fn two_24g_gpus() {
 
 #[test]
 fn a100_80g_70b_context_gives() {
-    let hw = hw::load_profile(&fixture("a100-80g.toml")).expect("profile");
+    let hw = profile_of("a100-80g.toml");
     let s = Settings::default();
     let p = model(Shape::Llama70B, Mix::Q4KM);
     let plan = plan_for(&p, &s, &hw);
@@ -272,12 +291,7 @@ fn assert_not_worse(a: &Plan, b: &Plan, what: &str) {
 #[test]
 fn more_memory_never_gives_a_worse_plan() {
     let s = Settings::default();
-    let files = [
-        model(Shape::Llama8B, Mix::Q4KM),
-        model(Shape::Llama8B, Mix::Q8_0),
-        model(Shape::Llama8B, Mix::F16),
-    ];
-    let bpw: Vec<f64> = files.iter().map(solve::bits_per_weight).collect();
+    let (files, bpw) = llama_8b_files();
     let vrams = [0u64, 4, 6, 8, 12, 16, 24, 48];
     let rams = [4u64, 8, 16, 32];
     // grid[v][r] = (plans per file, chosen (bpw, tok/s) if it fits)
@@ -349,20 +363,14 @@ fn more_memory_never_gives_a_worse_plan() {
 #[test]
 fn a_file_that_would_page_from_disk_is_not_chosen_over_one_that_fits() {
     let s = Settings::default();
-    let files = [
-        model(Shape::Llama8B, Mix::Q4KM),
-        model(Shape::Llama8B, Mix::Q8_0),
-        model(Shape::Llama8B, Mix::F16),
-    ];
-    let bpw: Vec<f64> = files.iter().map(solve::bits_per_weight).collect();
+    let (files, bpw) = llama_8b_files();
     let hw = machine("gpu-8g-ram-16g.toml", Some(12 * GIB), Some(vec![]));
     let plans: Vec<Plan> = files.iter().map(|p| plan_for(p, &s, &hw)).collect();
     let f16 = &plans[2];
-    assert!(
-        f16.warnings
-            .iter()
-            .any(|w| w.code == headroom_planner::plan::WarningCode::PagesFromDisk),
-        "the 16 GB F16 file cannot stay resident in 12 GiB"
+    assert_warns(
+        f16,
+        WarningCode::PagesFromDisk,
+        "the 16 GB F16 file cannot stay resident in 12 GiB",
     );
     let chosen = solve::choose(plans.clone(), &bpw).expect("a choice");
     assert_ne!(
@@ -373,7 +381,7 @@ fn a_file_that_would_page_from_disk_is_not_chosen_over_one_that_fits() {
         chosen
             .warnings
             .iter()
-            .all(|w| w.code != headroom_planner::plan::WarningCode::PagesFromDisk)
+            .all(|w| w.code != WarningCode::PagesFromDisk)
     );
     assert_eq!(
         chosen.quant, plans[1].quant,

@@ -258,6 +258,12 @@ mod tests {
         }
     }
 
+    /// The memory controller the fixture `name` describes, which must be
+    /// readable and present (`what`: why it must be present).
+    fn memory(name: &str, what: &str) -> CgroupMemory {
+        fixture(name).read_memory().expect("readable").expect(what)
+    }
+
     #[test]
     fn proc_self_cgroup_prefers_v1_memory_on_hybrid_systems() {
         let hybrid = "9:name=systemd:/\n4:memory:/process_api/9010\n1:cpu:/\n0::/\n";
@@ -295,17 +301,20 @@ mod tests {
         assert_eq!(parse_memory_stat(stat, "file"), None);
     }
 
+    /// The limited cgroup of fixture `name`: its version, path, limit, usage
+    /// and reclaimable bytes.
+    fn assert_limited(name: &str, version: u8, path: &str, limit: u64, usage: u64, reclaim: u64) {
+        let mem = memory(name, "limited");
+        assert_eq!(mem.version, version);
+        assert_eq!(mem.path, path);
+        assert_eq!(mem.limit_bytes, Some(limit));
+        assert_eq!(mem.usage_bytes, usage);
+        assert_eq!(mem.reclaimable_bytes, reclaim);
+    }
+
     #[test]
     fn v2_container_with_512_mib_limit() {
-        let mem = fixture("v2-512m")
-            .read_memory()
-            .expect("readable")
-            .expect("limited");
-        assert_eq!(mem.version, 2);
-        assert_eq!(mem.path, "/");
-        assert_eq!(mem.limit_bytes, Some(512 * MIB));
-        assert_eq!(mem.usage_bytes, 200 * MIB);
-        assert_eq!(mem.reclaimable_bytes, 50 * MIB);
+        assert_limited("v2-512m", 2, "/", 512 * MIB, 200 * MIB, 50 * MIB);
     }
 
     #[test]
@@ -327,10 +336,7 @@ mod tests {
 
     #[test]
     fn v2_nested_takes_the_ancestor_with_least_headroom() {
-        let mem = fixture("v2-nested")
-            .read_memory()
-            .expect("readable")
-            .expect("limited");
+        let mem = memory("v2-nested", "limited");
         assert_eq!(mem.path, "/user.slice/user-1000.slice");
         assert_eq!(mem.limit_bytes, Some(4 << 30));
         assert_eq!(mem.headroom_bytes(), Some((4 << 30) - 3 * (1 << 30)));
@@ -338,25 +344,14 @@ mod tests {
 
     #[test]
     fn v1_container_uses_hierarchical_counters() {
-        let mem = fixture("v1-1g")
-            .read_memory()
-            .expect("readable")
-            .expect("limited");
-        assert_eq!(mem.version, 1);
-        assert_eq!(mem.path, "/docker/abc123");
-        assert_eq!(mem.limit_bytes, Some(1 << 30));
-        assert_eq!(mem.usage_bytes, 300 * MIB);
-        assert_eq!(mem.reclaimable_bytes, 100 * MIB);
+        assert_limited("v1-1g", 1, "/docker/abc123", 1 << 30, 300 * MIB, 100 * MIB);
     }
 
     #[test]
     fn v1_unlimited_and_host_path_fallback() {
         // The process path (/docker/zzz) does not exist below the mount: the
         // mount root is the container's own cgroup.
-        let mem = fixture("v1-unlimited")
-            .read_memory()
-            .expect("readable")
-            .expect("present");
+        let mem = memory("v1-unlimited", "present");
         assert_eq!(mem.path, "/");
         assert_eq!(mem.limit_bytes, None);
         assert_eq!(mem.headroom_bytes(), None);

@@ -682,6 +682,11 @@ fn residency_tells_mapped_from_anonymous() {
         output: 8,
         work: 7,
     };
+    let b = Buffers {
+        weights: w,
+        kv,
+        compute: c,
+    };
     // Our baseline: the runtime and 1000 vocabulary entries' tables.
     let base = overhead::CPU_BASE + 1000 * overhead::PER_TOKEN;
     // Address space beyond the buffers: the base and 8 threads.
@@ -709,7 +714,7 @@ fn residency_tells_mapped_from_anonymous() {
             mmap,
             ..Settings::default()
         };
-        let r = residency(&p, &s, &m, &lay, &w, &kv, &c);
+        let r = residency(&p, &s, &m, &lay, &b);
         assert_eq!(r.base, base);
         assert_eq!(
             (r.anonymous, r.mapped, r.mapped_working, r.allocated),
@@ -721,7 +726,7 @@ fn residency_tells_mapped_from_anonymous() {
     let pl = on_gpus(1, &[1.0], 0);
     let with_gpu = machine_with(vec![gpu("a", 1 << 40)], RepackRules::default());
     let lay = Layout::new(&p, &pl, &with_gpu);
-    let r = residency(&p, &Settings::default(), &with_gpu, &lay, &w, &kv, &c);
+    let r = residency(&p, &Settings::default(), &with_gpu, &lay, &b);
     assert_eq!(r.base, base + overhead::CUDA_HOST);
 }
 
@@ -916,7 +921,7 @@ proptest! {
         let s = Settings { n_parallel, ..s };
         let e = estimate(p, &s, &Context::resolve(&s, c), &pl, &m);
         for d in &e.devices {
-            let parts = [d.weights_bytes, d.kv_bytes, d.compute_bytes, d.overhead_bytes, d.margin_bytes]
+            let parts = d.parts()
                 .iter()
                 .map(|&x| u128::from(x))
                 .sum::<u128>();

@@ -178,6 +178,20 @@ impl ArchFacts {
     }
 }
 
+/// Calls `$m!` with the facts [`PartialFacts::conflicts`] compares, in the
+/// order it reports them, then the `$extra` ones.
+macro_rules! with_compared_facts {
+    ($m:ident; $($extra:ident),*) => {
+        $m!(
+            architecture, block_count, embedding_length, feed_forward_length,
+            head_count, head_count_kv, key_length, value_length, vocab_size,
+            tied_embeddings, expert_count, expert_used_count, expert_feed_forward_length,
+            expert_shared_count, leading_dense_block_count, sliding_window, kv_lora_rank,
+            rope_dimension_count $(, $extra)*
+        )
+    };
+}
+
 impl PartialFacts {
     /// These facts, with the gaps filled from `other` (facts of a model with
     /// the same architecture).
@@ -186,29 +200,7 @@ impl PartialFacts {
         macro_rules! pick {
             ($($f:ident),*) => { PartialFacts { $($f: self.$f.clone().or_else(|| other.$f.clone()),)* } };
         }
-        pick!(
-            architecture,
-            block_count,
-            embedding_length,
-            feed_forward_length,
-            head_count,
-            head_count_kv,
-            key_length,
-            value_length,
-            vocab_size,
-            context_length,
-            tied_embeddings,
-            expert_count,
-            expert_used_count,
-            expert_feed_forward_length,
-            expert_shared_count,
-            leading_dense_block_count,
-            sliding_window,
-            kv_lora_rank,
-            rope_dimension_count,
-            rope_freqs,
-            expert_type
-        )
+        with_compared_facts!(pick; context_length, rope_freqs, expert_type)
     }
 
     /// The facts both sets state with different values, as `key: a ≠ b`.
@@ -222,26 +214,7 @@ impl PartialFacts {
                 }
             )*};
         }
-        cmp!(
-            architecture,
-            block_count,
-            embedding_length,
-            feed_forward_length,
-            head_count,
-            head_count_kv,
-            key_length,
-            value_length,
-            vocab_size,
-            tied_embeddings,
-            expert_count,
-            expert_used_count,
-            expert_feed_forward_length,
-            expert_shared_count,
-            leading_dense_block_count,
-            sliding_window,
-            kv_lora_rank,
-            rope_dimension_count
-        );
+        with_compared_facts!(cmp;);
         out
     }
 
@@ -754,10 +727,18 @@ pub fn weight_bytes(f: &ArchFacts, ftype: FileType) -> u64 {
 fn metadata(f: &ArchFacts, ftype: FileType) -> Result<Vec<(String, Value)>, FactsError> {
     let a = f.architecture.as_str();
     let k = |key: &str| format!("{a}.{key}");
-    let u32_of = |what: &str, v: u64| {
-        u32::try_from(v)
-            .map_err(|_| FactsError::Inconsistent(format!("{what} {v} does not fit a GGUF u32")))
+    // `key` as a GGUF u32, or an error naming the fact `what`.
+    let u32_kv = |key: &str, what: &str, v: u64| -> Result<(String, Value), FactsError> {
+        let n = u32::try_from(v)
+            .map_err(|_| FactsError::Inconsistent(format!("{what} {v} does not fit a GGUF u32")))?;
+        Ok((k(key), n.into()))
     };
+    // The fact `f.$fact` under `key`, named as its field.
+    macro_rules! u32_fact {
+        ($key:literal, $fact:ident) => {
+            u32_kv($key, stringify!($fact), f.$fact)?
+        };
+    }
     let mut m: Vec<(String, Value)> = vec![
         ("general.architecture".into(), a.into()),
         (
@@ -767,44 +748,23 @@ fn metadata(f: &ArchFacts, ftype: FileType) -> Result<Vec<(String, Value)>, Fact
         ("general.file_type".into(), ftype.id().into()),
         ("general.quantization_version".into(), 2u32.into()),
         (k("block_count"), f.block_count.into()),
-        (
-            k("embedding_length"),
-            u32_of("embedding_length", f.embedding_length)?.into(),
-        ),
-        (
-            k("feed_forward_length"),
-            u32_of("feed_forward_length", f.feed_forward_length)?.into(),
-        ),
-        (
-            k("attention.head_count"),
-            u32_of("head_count", f.head_count)?.into(),
-        ),
-        (
-            k("attention.head_count_kv"),
-            u32_of("head_count_kv", f.head_count_kv)?.into(),
-        ),
-        (
-            k("attention.key_length"),
-            u32_of("key_length", f.key_length)?.into(),
-        ),
-        (
-            k("attention.value_length"),
-            u32_of("value_length", f.value_length)?.into(),
-        ),
-        (k("vocab_size"), u32_of("vocab_size", f.vocab_size)?.into()),
+        u32_fact!("embedding_length", embedding_length),
+        u32_fact!("feed_forward_length", feed_forward_length),
+        u32_fact!("attention.head_count", head_count),
+        u32_fact!("attention.head_count_kv", head_count_kv),
+        u32_fact!("attention.key_length", key_length),
+        u32_fact!("attention.value_length", value_length),
+        u32_fact!("vocab_size", vocab_size),
     ];
     if f.context_length > 0 {
-        m.push((
-            k("context_length"),
-            u32_of("context_length", f.context_length)?.into(),
-        ));
+        m.push(u32_fact!("context_length", context_length));
     }
     if f.expert_count > 0 {
         m.push((k("expert_count"), f.expert_count.into()));
         m.push((k("expert_used_count"), f.expert_used_count.into()));
-        m.push((
-            k("expert_feed_forward_length"),
-            u32_of("expert_feed_forward_length", f.expert_feed_forward_length)?.into(),
+        m.push(u32_fact!(
+            "expert_feed_forward_length",
+            expert_feed_forward_length
         ));
         if f.expert_shared_count > 0 {
             m.push((k("expert_shared_count"), f.expert_shared_count.into()));
@@ -823,10 +783,7 @@ fn metadata(f: &ArchFacts, ftype: FileType) -> Result<Vec<(String, Value)>, Fact
         m.push((k("attention.kv_lora_rank"), f.kv_lora_rank.into()));
     }
     if f.rope_dimension_count > 0 {
-        m.push((
-            k("rope.dimension_count"),
-            u32_of("rope_dimension_count", f.rope_dimension_count)?.into(),
-        ));
+        m.push(u32_fact!("rope.dimension_count", rope_dimension_count));
     }
     Ok(m)
 }

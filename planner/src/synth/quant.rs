@@ -82,62 +82,121 @@ mod tests {
 
     #[test]
     fn q4_k_m_rules() {
-        let s = Shape::Llama8B.spec();
-        let q = |name: &str, dims: &[u64], layer| quant_type(&s, Mix::Q4KM, name, dims, layer);
-        assert_eq!(q("output.weight", &[4096, 128_256], None), GgmlType::Q6_K);
-        assert_eq!(
-            q("token_embd.weight", &[4096, 128_256], None),
-            GgmlType::Q4_K,
-            "untied"
+        // (tensor, dims, layer, type, why) for `shape` in `mix`.
+        type Case = (
+            &'static str,
+            &'static [u64],
+            Option<u32>,
+            GgmlType,
+            &'static str,
         );
-        assert_eq!(
-            q("blk.0.attn_v.weight", &[4096, 1024], Some(0)),
-            GgmlType::Q6_K,
-            "first eighth"
+        let check = |shape: Shape, mix: Mix, cases: &[Case]| {
+            let s = shape.spec();
+            for &(name, dims, layer, want, why) in cases {
+                let got = quant_type(&s, mix, name, dims, layer);
+                assert_eq!(got, want, "{shape:?} {mix:?} {name}: {why}");
+            }
+        };
+        check(
+            Shape::Llama8B,
+            Mix::Q4KM,
+            &[
+                ("output.weight", &[4096, 128_256], None, GgmlType::Q6_K, ""),
+                (
+                    "token_embd.weight",
+                    &[4096, 128_256],
+                    None,
+                    GgmlType::Q4_K,
+                    "untied",
+                ),
+                (
+                    "blk.0.attn_v.weight",
+                    &[4096, 1024],
+                    Some(0),
+                    GgmlType::Q6_K,
+                    "first eighth",
+                ),
+                (
+                    "blk.4.attn_v.weight",
+                    &[4096, 1024],
+                    Some(4),
+                    GgmlType::Q4_K,
+                    "",
+                ),
+                (
+                    "blk.6.ffn_down.weight",
+                    &[14336, 4096],
+                    Some(6),
+                    GgmlType::Q6_K,
+                    "(6-4)%3==2",
+                ),
+                (
+                    "blk.31.ffn_down.weight",
+                    &[14336, 4096],
+                    Some(31),
+                    GgmlType::Q6_K,
+                    "last eighth",
+                ),
+                (
+                    "blk.0.attn_norm.weight",
+                    &[4096],
+                    Some(0),
+                    GgmlType::F32,
+                    "",
+                ),
+            ],
         );
-        assert_eq!(
-            q("blk.4.attn_v.weight", &[4096, 1024], Some(4)),
-            GgmlType::Q4_K
-        );
-        assert_eq!(
-            q("blk.6.ffn_down.weight", &[14336, 4096], Some(6)),
-            GgmlType::Q6_K,
-            "(6-4)%3==2"
-        );
-        assert_eq!(
-            q("blk.31.ffn_down.weight", &[14336, 4096], Some(31)),
-            GgmlType::Q6_K,
-            "last eighth"
-        );
-        assert_eq!(q("blk.0.attn_norm.weight", &[4096], Some(0)), GgmlType::F32);
         // Gemma-3-1B rows of 1152 are not whole Q4_K/Q6_K blocks.
-        let g = Shape::Gemma3_1B.spec();
-        let gq = |name: &str, dims: &[u64], layer| quant_type(&g, Mix::Q4KM, name, dims, layer);
-        assert_eq!(
-            gq("token_embd.weight", &[1152, 262_144], None),
-            GgmlType::Q8_0,
-            "tied, fallback"
-        );
-        assert_eq!(
-            gq("blk.1.attn_q.weight", &[1152, 1024], Some(1)),
-            GgmlType::Q5_0
-        );
-        assert_eq!(
-            gq("blk.0.attn_v.weight", &[1152, 256], Some(0)),
-            GgmlType::Q8_0
-        );
-        assert_eq!(
-            gq("blk.1.attn_output.weight", &[1024, 1152], Some(1)),
-            GgmlType::Q4_K
+        check(
+            Shape::Gemma3_1B,
+            Mix::Q4KM,
+            &[
+                (
+                    "token_embd.weight",
+                    &[1152, 262_144],
+                    None,
+                    GgmlType::Q8_0,
+                    "tied, fallback",
+                ),
+                (
+                    "blk.1.attn_q.weight",
+                    &[1152, 1024],
+                    Some(1),
+                    GgmlType::Q5_0,
+                    "",
+                ),
+                (
+                    "blk.0.attn_v.weight",
+                    &[1152, 256],
+                    Some(0),
+                    GgmlType::Q8_0,
+                    "",
+                ),
+                (
+                    "blk.1.attn_output.weight",
+                    &[1024, 1152],
+                    Some(1),
+                    GgmlType::Q4_K,
+                    "",
+                ),
+            ],
         );
         // Q8_0 and F16 are uniform.
-        assert_eq!(
-            quant_type(&s, Mix::Q8_0, "output.weight", &[4096, 128_256], None),
-            GgmlType::Q8_0
+        let output = (
+            "output.weight",
+            &[4096, 128_256][..],
+            None,
+            GgmlType::Q8_0,
+            "",
         );
-        assert_eq!(
-            quant_type(&s, Mix::F16, "blk.0.attn_v.weight", &[4096, 1024], Some(0)),
-            GgmlType::F16
+        check(Shape::Llama8B, Mix::Q8_0, &[output]);
+        let attn_v = (
+            "blk.0.attn_v.weight",
+            &[4096, 1024][..],
+            Some(0),
+            GgmlType::F16,
+            "",
         );
+        check(Shape::Llama8B, Mix::F16, &[attn_v]);
     }
 }
