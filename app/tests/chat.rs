@@ -7,5 +7,7 @@
 mod chat_tmux;
 #[path = "chat/chat_view.rs"]
 mod chat_view;
+#[path = "support/demo.rs"]
+mod demo;
 #[path = "support/tmux.rs"]
 mod tmux;

@@ -460,34 +460,6 @@ fn a_load_that_fails_under_a_memory_limit_gives_the_terminal_back() {
     assert!(printed.contains("attempted to allocate"), "{s}");
 }
 
-/// The demo model with `template` as its `tokenizer.chat_template`, at
-/// `dir/endless.gguf`: its header rewritten with every key kept (the
-/// template added), then its tensor data, whose offsets are relative to the
-/// data section and so unchanged. (`tests/run/template.rs` makes the same.)
-fn demo_with_template(model: &Path, dir: &Path, template: &str) -> PathBuf {
-    use headroom_planner::gguf::writer::to_bytes;
-    use headroom_planner::gguf::{ParseLimits, Value, read_header_with};
-    use std::io::{Seek, SeekFrom, Write};
-
-    let open = || std::fs::File::open(model).expect("open the demo model");
-    let mut header = read_header_with(open(), &ParseLimits::keep_all()).expect("demo header");
-    header
-        .metadata
-        .retain(|(key, _)| key != "tokenizer.chat_template");
-    header
-        .metadata
-        .push(("tokenizer.chat_template".into(), Value::from(template)));
-    let path = dir.join("endless.gguf");
-    let mut out = std::fs::File::create(&path).expect("create model");
-    out.write_all(&to_bytes(&header).expect("header bytes"))
-        .expect("write header");
-    let mut data = open();
-    data.seek(SeekFrom::Start(header.data_offset))
-        .expect("seek to the data");
-    std::io::copy(&mut data, &mut out).expect("copy the tensor data");
-    path
-}
-
 /// The screen's text without spaces, line breaks and box edges, so that a
 /// message wrapped at 80 columns is found whole.
 fn squeezed(screen: &str) -> String {
@@ -511,7 +483,8 @@ fn a_gguf_whose_template_never_ends_is_refused() {
     } = Setup::new("endless");
     let endless =
         "{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}";
-    let gguf = demo_with_template(&model, dir.path(), endless);
+    let gguf = dir.path().join("endless.gguf");
+    crate::demo::with_chat_template(&model, &gguf, endless);
     let refusal = "the model's chat template did not finish (ran out of fuel after 10000000 steps)";
     tmux.wait_for("the shell's prompt", 10, &log, |s| !s.trim().is_empty());
     tmux.type_text(&format!(

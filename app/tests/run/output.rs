@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::support::{Sandbox, as_printed, f64_at, one_at_a_time, str_at, u64_at};
+use crate::support::{ENDLESS_GREEDY, Sandbox, as_printed, f64_at, one_at_a_time, str_at, u64_at};
 
 const CATS: &str = "Tell me about cats.";
 
@@ -225,19 +225,7 @@ fn prompt_from_stdin_file_and_flag_agree() {
 fn a_full_context_stops_cleanly_and_says_so() {
     let _gate = one_at_a_time();
     let sb = Sandbox::new();
-    let args = [
-        "--raw",
-        "-p",
-        "Once upon a time",
-        "--temp",
-        "0",
-        "--ignore-eos",
-        "-n",
-        "100000",
-        "-c",
-        "256",
-        "--json",
-    ];
+    let args = [&ENDLESS_GREEDY[..], &["-c", "256", "--json"]].concat();
     let out = sb.run_model(&args).ok("run -c 256");
     let r = out.json("run -c 256");
     assert_eq!(str_at(&r, "/stop_reason"), "context_full", "{r:#}");

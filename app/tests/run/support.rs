@@ -19,6 +19,20 @@ pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_headroom")
 }
 
+/// A greedy raw run that would go on for ever (end of generation ignored,
+/// 100,000 tokens asked for): what stops it is what a test is about (a
+/// full context, Ctrl-C).
+pub const ENDLESS_GREEDY: [&str; 8] = [
+    "--raw",
+    "-p",
+    "Once upon a time",
+    "--temp",
+    "0",
+    "--ignore-eos",
+    "-n",
+    "100000",
+];
+
 /// The real test model: `HEADROOM_TEST_MODEL` when set (scripts/test.sh sets
 /// it), else whatever `headroom demo-model` gives (fetching it if needed).
 pub fn model() -> &'static Path {

@@ -483,32 +483,10 @@ fn long_conversations_render_within_the_limits() {
     }
 }
 
-/// The demo model with `template` as its `tokenizer.chat_template`, at
-/// `dir/name.gguf`: its header rewritten with every key kept (the template
-/// added), then its tensor data, whose offsets are relative to the data
-/// section and so unchanged.
+/// The demo model with `template` as its chat template, at `dir/name.gguf`.
 fn demo_with_template(dir: &Path, name: &str, template: &str) -> PathBuf {
-    use headroom_planner::gguf::writer::to_bytes;
-    use headroom_planner::gguf::{ParseLimits, Value, read_header_with};
-    use std::io::{Seek, SeekFrom};
-
-    let demo = crate::support::model();
-    let open = || std::fs::File::open(demo).expect("open the demo model");
-    let mut header = read_header_with(open(), &ParseLimits::keep_all()).expect("demo header");
-    header
-        .metadata
-        .retain(|(key, _)| key != "tokenizer.chat_template");
-    header
-        .metadata
-        .push(("tokenizer.chat_template".into(), Value::from(template)));
     let path = dir.join(format!("{name}.gguf"));
-    let mut out = std::fs::File::create(&path).expect("create model");
-    out.write_all(&to_bytes(&header).expect("header bytes"))
-        .expect("write header");
-    let mut data = open();
-    data.seek(SeekFrom::Start(header.data_offset))
-        .expect("seek to the data");
-    std::io::copy(&mut data, &mut out).expect("copy the tensor data");
+    crate::demo::with_chat_template(crate::support::model(), &path, template);
     path
 }
 

@@ -1,6 +1,8 @@
 //! The real test model (the demo model), shared by the test binaries.
 
-use std::path::PathBuf;
+#![allow(dead_code)] // Each test binary uses a different part of it.
+
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
@@ -25,4 +27,30 @@ pub fn demo_model() -> PathBuf {
             PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
         })
         .clone()
+}
+
+/// `model` with `template` as its `tokenizer.chat_template`, written to
+/// `path`: its header rewritten with every key kept (the template added or
+/// replaced), then its tensor data, whose offsets are relative to the data
+/// section and so unchanged. For tests of hostile templates on a real model.
+pub fn with_chat_template(model: &Path, path: &Path, template: &str) {
+    use headroom_planner::gguf::writer::to_bytes;
+    use headroom_planner::gguf::{ParseLimits, Value, read_header_with};
+    use std::io::{Seek, SeekFrom, Write};
+
+    let open = || std::fs::File::open(model).expect("open the model");
+    let mut header = read_header_with(open(), &ParseLimits::keep_all()).expect("model header");
+    header
+        .metadata
+        .retain(|(key, _)| key != "tokenizer.chat_template");
+    header
+        .metadata
+        .push(("tokenizer.chat_template".into(), Value::from(template)));
+    let mut out = std::fs::File::create(path).expect("create model");
+    out.write_all(&to_bytes(&header).expect("header bytes"))
+        .expect("write header");
+    let mut data = open();
+    data.seek(SeekFrom::Start(header.data_offset))
+        .expect("seek to the data");
+    std::io::copy(&mut data, &mut out).expect("copy the tensor data");
 }
