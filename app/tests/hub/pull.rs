@@ -67,7 +67,7 @@ fn sha256_of(path: &Path) -> String {
 }
 
 /// Run with stderr on a pseudo-terminal (so the progress bar is drawn) and
-/// stdout on a pipe.
+/// stdout on a pipe. `TERM` is set: indicatif draws nothing without one.
 fn run_on_tty(sb: &Sandbox, endpoint: &str, args: &[&str]) -> Run {
     let (mut master, mut slave) = (0, 0);
     // SAFETY: openpty writes two descriptors into the given integers; the
@@ -85,7 +85,7 @@ fn run_on_tty(sb: &Sandbox, endpoint: &str, args: &[&str]) -> Run {
     // SAFETY: both descriptors were just opened and are owned here only.
     let (master, slave) = unsafe { (File::from_raw_fd(master), File::from_raw_fd(slave)) };
     let started = Instant::now();
-    let mut cmd = sb.command(endpoint, args, &[]);
+    let mut cmd = sb.command(endpoint, args, &[("TERM", "xterm")]);
     cmd.stdout(Stdio::piped()).stderr(Stdio::from(slave));
     let mut child = cmd.spawn().expect("spawn headroom");
     drop(cmd); // closes our copy of the terminal's slave side
@@ -167,7 +167,8 @@ fn a_pull_shows_progress_and_writes_the_shared_cache_layout() {
         ],
         "nothing else (no .incomplete left)"
     );
-    // The progress bar: redrawn in place, up to 100%, with sizes and a rate.
+    // The progress bar: redrawn in place, up to 100%, with sizes, a rate and
+    // (before the end) the time left.
     let redraws = run.stderr.matches('\r').count();
     assert!(
         redraws >= 5,
@@ -178,6 +179,8 @@ fn a_pull_shows_progress_and_writes_the_shared_cache_layout() {
         "100%",
         "253.1 MB / 253.1 MB",
         "MB/s",
+        " left",
+        "█",
         "downloading test-org/gemma-3-270m-GGUF/",
     ] {
         assert!(run.stderr.contains(want), "{want:?} in:\n{}", run.stderr);
@@ -245,6 +248,12 @@ fn a_dropped_connection_resumes_with_a_range_request() {
     assert_eq!(json["transferred_bytes"], SIZE);
     let path = PathBuf::from(json["path"].as_str().expect("a path"));
     assert_eq!(sha256_of(&path), SHA256, "the resumed file is intact");
+    // Stderr is a pipe: no progress bar, only the lines a log can use.
+    assert!(
+        !run.stderr.contains('\r') && !run.stderr.contains('█'),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]

@@ -125,13 +125,13 @@ pub fn fetch(hub: &Hub, cache: &RepoCache, job: &Job<'_>) -> Result<Fetched> {
             .with_context(|| format!("reading {}", partial.display()))?;
     }
     let label = job.path.rsplit('/').next().unwrap_or(job.path);
-    let mut bar = Progress::new(label, job.size, resumed_from);
+    let bar = Progress::download(label, job.size, resumed_from);
     let mut out = BufWriter::with_capacity(1 << 20, file);
     let mut failures = 0u32;
     let mut last_error: Option<FetchError>;
     while have < job.size {
         let before = have;
-        match transfer(hub, job, &mut out, &mut have, hasher.as_mut(), &mut bar) {
+        match transfer(hub, job, &mut out, &mut have, hasher.as_mut(), &bar) {
             Ok(()) if have >= job.size => break,
             Ok(()) => {
                 last_error = Some(FetchError::Other(format!(
@@ -218,7 +218,7 @@ fn transfer(
     out: &mut BufWriter<File>,
     have: &mut u64,
     mut hasher: Option<&mut Sha256>,
-    bar: &mut Progress,
+    bar: &Progress,
 ) -> Result<(), Failure> {
     let mut body = match hub.open(job.repo, job.commit, job.path, *have, None) {
         Ok(b) => b,
