@@ -26,7 +26,6 @@ pub use client::{Body, FileMeta, Hub, RemoteFile, Timeouts, is_path_inside_repo,
 use std::collections::HashSet;
 use std::ffi::OsString;
 use std::fmt;
-use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -396,7 +395,13 @@ pub fn download(
         }
     }
 
-    let mut bar = ProgressLine::new(file, std::io::stderr().is_terminal());
+    // Made when the hub has answered with the size; an early return drops
+    // it, which leaves its last state on screen as `finish` does.
+    let mut bar: Option<progress::Progress> = None;
+    let mut show = |bytes: u64, total: u64| {
+        bar.get_or_insert_with(|| progress::Progress::download(file, total, 0))
+            .update(bytes);
+    };
     let mut on_start = Some(on_start);
     let mut announce = |state: &WatchState| {
         if let Some(total) = state.started
@@ -413,12 +418,11 @@ pub fn download(
         match received {
             Ok(result) => {
                 if let (Ok(_), Some(total)) = (&result, state.started) {
-                    bar.show(state.bytes, total);
+                    show(state.bytes, total);
                 }
                 break result;
             }
             Err(RecvTimeoutError::Disconnected) => {
-                bar.finish();
                 return Err(FetchError::Other("the download thread died".into()));
             }
             Err(RecvTimeoutError::Timeout) => {}
@@ -431,17 +435,18 @@ pub fn download(
                 });
             }
             Some(_) if state.last_event.elapsed() > limits.stall => {
-                bar.finish();
                 return Err(FetchError::Stalled {
                     endpoint: env.endpoint.clone(),
                     secs: limits.stall.as_secs(),
                 });
             }
-            Some(total) => bar.show(state.bytes, total),
+            Some(total) => show(state.bytes, total),
             None => {}
         }
     };
-    bar.finish();
+    if let Some(bar) = bar {
+        bar.finish();
+    }
 
     let path = result.map_err(|e| classify(e, env, repo_id, file))?;
     let blob = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
@@ -539,48 +544,6 @@ impl ProgressHandler for Watch {
                 bytes_completed, ..
             } => s.bytes = s.bytes.max(*bytes_completed),
             DownloadEvent::Complete => {}
-        }
-    }
-}
-
-/// One self-rewriting line on a terminal; nothing at all otherwise.
-struct ProgressLine<'a> {
-    file: &'a str,
-    enabled: bool,
-    shown: Option<u64>,
-}
-
-impl<'a> ProgressLine<'a> {
-    fn new(file: &'a str, enabled: bool) -> Self {
-        Self {
-            file,
-            enabled,
-            shown: None,
-        }
-    }
-
-    fn show(&mut self, bytes: u64, total: u64) {
-        if !self.enabled || total == 0 {
-            return;
-        }
-        let percent = bytes.saturating_mul(100) / total;
-        if self.shown == Some(percent) {
-            return;
-        }
-        self.shown = Some(percent);
-        let mut err = std::io::stderr().lock();
-        let _ = write!(
-            err,
-            "\rheadroom: downloading {} from Hugging Face: {percent:3}% of {} MB",
-            self.file,
-            total / 1_000_000
-        );
-        let _ = err.flush();
-    }
-
-    fn finish(&mut self) {
-        if self.shown.take().is_some() {
-            eprintln!();
         }
     }
 }
