@@ -177,7 +177,6 @@ pub fn interrupt_flag() -> Result<Arc<AtomicBool>> {
 /// # Errors
 /// llama.cpp failing to load.
 pub fn load_engine(ready: &Go, verbose: u8, cancel: &Arc<AtomicBool>) -> Result<Engine> {
-    let show = std::io::stderr().is_terminal() && verbose == 0;
     let cancel = cancel.clone();
     let name = ready
         .spec
@@ -185,18 +184,11 @@ pub fn load_engine(ready: &Go, verbose: u8, cancel: &Arc<AtomicBool>) -> Result<
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let mut last = -1i32;
+    // Not while llama.cpp logs to stderr (-v).
+    let bar = crate::source::hub::progress::Progress::loading(&name, verbose == 0);
+    let shown = bar.clone();
     let progress: Box<dyn FnMut(f32) -> bool> = Box::new(move |p| {
-        if show {
-            let pct = (p * 100.0) as i32;
-            if pct != last {
-                last = pct;
-                eprint!("\r\x1b[2Kloading {name} {pct:3}%");
-                if pct >= 100 {
-                    eprint!("\r\x1b[2K");
-                }
-            }
-        }
+        shown.set_fraction(p);
         !cancel.load(std::sync::atomic::Ordering::Relaxed)
     });
     let spec = crate::llama::AccountingParams {
@@ -204,9 +196,7 @@ pub fn load_engine(ready: &Go, verbose: u8, cancel: &Arc<AtomicBool>) -> Result<
         ..ready.spec.clone()
     };
     let engine = Engine::load(&spec, Some(progress));
-    if show {
-        eprint!("\r\x1b[2K");
-    }
+    bar.finish();
     engine.map_err(|e| {
         anyhow::anyhow!(
             "{e:#} (planned {} of RAM for it)",
