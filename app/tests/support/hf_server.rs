@@ -23,23 +23,39 @@
 //! transfer, so a test can interrupt it). Every request is logged with its headers, the status it got
 //! and the body bytes sent ([`HfServer::requests`], [`HfServer::bytes_served`]).
 //!
-//! Dependency-light on purpose: `std::net` and one thread per connection;
-//! every response carries `Connection: close`.
+//! HTTP/1.1 is hyper's (the server half of the crate the client side already
+//! uses through reqwest), on a tokio runtime the server owns: dropping the
+//! server drops the runtime, which closes the listener and every connection.
+//! The hub's routes and the faults are ours. Every response carries
+//! `Connection: close`, one request per connection, so the log reads the way
+//! the client asked.
 
 #![allow(dead_code)] // Each test binary uses a different part of it.
 
 use std::collections::BTreeSet;
-use std::fmt::Write as _;
+use std::convert::Infallible;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::io;
+use std::net::SocketAddr;
+use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::thread::JoinHandle;
-use std::time::Duration;
+use std::task::{Context, Poll, ready};
+use std::time::{Duration, Instant};
 
+use http_body_util::{Either, Full};
+use hyper::body::{Bytes, Frame, Incoming, SizeHint};
+use hyper::header::{CONNECTION, CONTENT_LENGTH};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, StatusCode};
+use hyper_util::rt::TokioIo;
+use percent_encoding::percent_decode_str;
 use sha2::{Digest, Sha256};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
 
 /// The commit every repository of the server is at (40 hex digits).
 pub const DEFAULT_COMMIT: &str = "7e57c0de7e57c0de7e57c0de7e57c0de7e57c0de";
@@ -69,20 +85,18 @@ impl Body {
                 io::copy(&mut File::open(p)?, &mut hasher)?;
             }
         }
-        Ok(hex(&hasher.finalize()))
+        Ok(format!("{:x}", hasher.finalize()))
     }
 
-    /// Write `len` bytes from `start`.
-    fn write_range(&self, out: &mut impl Write, start: u64, len: u64) -> io::Result<()> {
+    /// `n` bytes from `start`.
+    fn read_at(&self, start: u64, n: u64) -> io::Result<Bytes> {
+        let (s, e) = (to_usize(start), to_usize(start + n));
         match self {
-            Body::Bytes(b) => {
-                let (s, e) = (to_usize(start), to_usize(start + len));
-                out.write_all(&b[s..e])
-            }
+            Body::Bytes(b) => Ok(Bytes::copy_from_slice(&b[s..e])),
             Body::File(p) => {
-                let mut f = File::open(p)?;
-                f.seek(SeekFrom::Start(start))?;
-                io::copy(&mut f.take(len), out).map(|_| ())
+                let mut buf = vec![0; e - s];
+                File::open(p)?.read_exact_at(&mut buf, start)?;
+                Ok(Bytes::from(buf))
             }
         }
     }
@@ -171,11 +185,11 @@ pub struct Request {
     pub method: String,
     /// The request target as sent (percent-encoded, with the query).
     pub target: String,
-    /// Header names in lower case, in order.
+    /// Header names in lower case.
     pub headers: Vec<(String, String)>,
     /// The status the server answered with (`0` when it never answered).
     pub status: u16,
-    /// Body bytes written to the client (what a cut or a hang-up left).
+    /// Body bytes handed to the connection (what a cut or a hang-up left).
     pub body_bytes: u64,
 }
 
@@ -271,7 +285,16 @@ impl Builder {
     /// # Panics
     /// When the port cannot be bound or a file cannot be read (a broken test).
     pub fn start(self) -> HfServer {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("hf-server")
+            .enable_io()
+            .enable_time()
+            .build()
+            .expect("tokio runtime");
+        let listener = runtime
+            .block_on(TcpListener::bind("127.0.0.1:0"))
+            .expect("bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("local address");
         let repos = self
             .repos
@@ -301,33 +324,19 @@ impl Builder {
             hang: self.hang,
             delay: self.delay,
             rate: self.rate,
-            log: Mutex::new(Vec::new()),
-            stop: AtomicBool::new(false),
+            log: Mutex::new(Log::default()),
         });
-        let accept_state = Arc::clone(&state);
-        let accept = std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                if accept_state.stop.load(Ordering::SeqCst) {
-                    break;
-                }
-                let Ok(stream) = stream else { continue };
-                let conn_state = Arc::clone(&accept_state);
-                std::thread::spawn(move || {
-                    let _ = serve(&conn_state, stream);
-                });
-            }
-        });
-        HfServer {
-            state,
-            accept: Some(accept),
-        }
+        runtime.spawn(accept(listener, Arc::clone(&state)));
+        HfServer { state, runtime }
     }
 }
 
 /// A running server; stops when dropped.
 pub struct HfServer {
     state: Arc<State>,
-    accept: Option<JoinHandle<()>>,
+    /// Serves the listener and the connections; dropping it closes them all,
+    /// a hung one included, and waits for its threads.
+    runtime: tokio::runtime::Runtime,
 }
 
 impl HfServer {
@@ -348,13 +357,14 @@ impl HfServer {
 
     /// Every request so far, in arrival order.
     pub fn requests(&self) -> Vec<Request> {
-        lock(&self.state.log).clone()
+        lock(&self.state.log).requests.clone()
     }
 
     /// Body bytes sent so far for requests whose decoded path contains
     /// `path_contains` (`""`: all).
     pub fn bytes_served(&self, path_contains: &str) -> u64 {
         lock(&self.state.log)
+            .requests
             .iter()
             .filter(|r| percent_decode(&r.target).contains(path_contains))
             .map(|r| r.body_bytes)
@@ -363,18 +373,9 @@ impl HfServer {
 
     /// Forget the requests so far.
     pub fn clear_requests(&self) {
-        lock(&self.state.log).clear();
-    }
-}
-
-impl Drop for HfServer {
-    fn drop(&mut self) {
-        self.state.stop.store(true, Ordering::SeqCst);
-        // Wake the blocking accept so the thread sees the flag.
-        let _ = TcpStream::connect(self.state.addr);
-        if let Some(accept) = self.accept.take() {
-            let _ = accept.join();
-        }
+        let mut log = lock(&self.state.log);
+        log.forgotten += log.requests.len();
+        log.requests.clear();
     }
 }
 
@@ -388,15 +389,137 @@ struct State {
     hang: bool,
     delay: Duration,
     rate: Option<u64>,
-    log: Mutex<Vec<Request>>,
-    stop: AtomicBool,
+    log: Mutex<Log>,
+}
+
+/// The requests since the last [`HfServer::clear_requests`]; a request keeps
+/// its number across a clear, so one still being answered updates itself or
+/// nothing.
+#[derive(Default)]
+struct Log {
+    forgotten: usize,
+    requests: Vec<Request>,
+}
+
+impl State {
+    /// Log a request; its number.
+    fn record(&self, request: Request) -> usize {
+        let mut log = lock(&self.log);
+        log.requests.push(request);
+        log.forgotten + log.requests.len() - 1
+    }
+
+    /// Update request number `n`, unless it was cleared since.
+    fn update(&self, n: usize, f: impl FnOnce(&mut Request)) {
+        let mut log = lock(&self.log);
+        let at = n.checked_sub(log.forgotten);
+        if let Some(r) = at.and_then(|i| log.requests.get_mut(i)) {
+            f(r);
+        }
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// A response before it is written.
+async fn accept(listener: TcpListener, state: Arc<State>) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        tokio::spawn(serve(Arc::clone(&state), stream));
+    }
+}
+
+/// One connection, one request: hyper reads it and frames the answer.
+async fn serve(state: Arc<State>, stream: TcpStream) {
+    let cut = Arc::new(AtomicBool::new(false));
+    let io = TokioIo::new(Cuttable {
+        stream,
+        cut: Arc::clone(&cut),
+    });
+    let service = service_fn(move |req| answer(Arc::clone(&state), Arc::clone(&cut), req));
+    let _ = http1::Builder::new()
+        .keep_alive(false)
+        .serve_connection(io, service)
+        .await;
+}
+
+async fn answer(
+    state: Arc<State>,
+    cut: Arc<AtomicBool>,
+    req: hyper::Request<Incoming>,
+) -> Result<hyper::Response<Payload>, Infallible> {
+    let req = Request {
+        method: req.method().to_string(),
+        target: req.uri().to_string(),
+        headers: req
+            .headers()
+            .iter()
+            .map(|(k, v)| {
+                let v = String::from_utf8_lossy(v.as_bytes()).into_owned();
+                (k.as_str().to_string(), v)
+            })
+            .collect(),
+        status: 0,
+        body_bytes: 0,
+    };
+    let n = state.record(req.clone());
+    if state.hang {
+        // Until the server is dropped, which drops this future.
+        std::future::pending::<()>().await;
+    }
+    if !state.delay.is_zero() {
+        tokio::time::sleep(state.delay).await;
+    }
+    let response = route(&state, &req);
+    state.update(n, |r| r.status = response.status);
+    Ok(response.into_http(&state, n, req.method == Method::HEAD.as_str(), cut))
+}
+
+/// The connection's socket, which a body cut short closes. hyper would drop
+/// what it still buffers of a body that fails or ends early, so the cut waits
+/// for hyper's next flush of the socket, which comes only once every byte it
+/// was handed is written: that flush fails, and hyper drops the connection.
+struct Cuttable {
+    stream: TcpStream,
+    cut: Arc<AtomicBool>,
+}
+
+impl AsyncRead for Cuttable {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Cuttable {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.cut.load(Ordering::SeqCst) {
+            let cut = io::Error::new(io::ErrorKind::ConnectionAborted, "cut short on purpose");
+            return Poll::Ready(Err(cut));
+        }
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
+/// A response before hyper gets it.
 struct Response {
     status: u16,
     headers: Vec<(String, String)>,
@@ -443,114 +566,138 @@ impl Response {
         }
         r.json(&serde_json::json!({ "error": message }))
     }
-}
 
-fn serve(state: &State, stream: TcpStream) -> io::Result<()> {
-    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
-    let mut reader = BufReader::new(stream.try_clone()?);
-    let Some((method, target, headers)) = read_head(&mut reader)? else {
-        return Ok(());
-    };
-    let index = {
-        let mut log = lock(&state.log);
-        log.push(Request {
-            method: method.clone(),
-            target: target.clone(),
-            headers: headers.clone(),
-            status: 0,
-            body_bytes: 0,
-        });
-        log.len() - 1
-    };
-    if state.hang {
-        while !state.stop.load(Ordering::SeqCst) {
-            std::thread::sleep(Duration::from_millis(50));
+    /// For hyper, which sets `Content-Length` from the body (and keeps ours
+    /// on a `HEAD`, whose body it never sends).
+    fn into_http(
+        self,
+        state: &Arc<State>,
+        n: usize,
+        head: bool,
+        cut: Arc<AtomicBool>,
+    ) -> hyper::Response<Payload> {
+        let status = StatusCode::from_u16(self.status).expect("a valid status");
+        let mut response = hyper::Response::builder()
+            .status(status)
+            .header(CONNECTION, "close")
+            .header("X-Request-Id", format!("test-{}", n + 1));
+        for (k, v) in &self.headers {
+            response = response.header(k, v);
         }
-        return Ok(());
-    }
-    std::thread::sleep(state.delay);
-    let req = Request {
-        method,
-        target,
-        headers,
-        status: 0,
-        body_bytes: 0,
-    };
-    let response = route(state, &req);
-    if let Some(entry) = lock(&state.log).get_mut(index) {
-        entry.status = response.status;
-    }
-    let mut sent = 0u64;
-    let result = write_response(state, stream, &req, response, &mut sent);
-    if let Some(entry) = lock(&state.log).get_mut(index) {
-        entry.body_bytes = sent;
-    }
-    result
-}
-
-/// Counts the bytes that reach the socket; paces them under a rate limit.
-struct Meter<'a, W: Write> {
-    inner: W,
-    count: &'a mut u64,
-    rate: Option<u64>,
-    started: std::time::Instant,
-}
-
-impl<W: Write> Write for Meter<'_, W> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let buf = if self.rate.is_some() {
-            &buf[..buf.len().min(64 << 10)]
-        } else {
-            buf
+        let payload = match self.body {
+            _ if head => {
+                let length = match &self.body {
+                    Content::Empty => 0,
+                    Content::Text(t) => t.len() as u64,
+                    Content::File { len, .. } => *len,
+                };
+                response = response.header(CONTENT_LENGTH, length);
+                Either::Left(Full::default())
+            }
+            Content::Empty => Either::Left(Full::default()),
+            Content::Text(t) => Either::Left(Full::new(Bytes::from(t))),
+            Content::File { body, start, len } => {
+                let cut_at = {
+                    let mut cut = lock(&state.cut_after);
+                    match cut.as_mut() {
+                        Some((bytes, times)) if *times > 0 => {
+                            *times -= 1;
+                            Some(*bytes)
+                        }
+                        _ => None,
+                    }
+                };
+                let send = cut_at.map_or(len, |c| c.min(len));
+                Either::Right(FileBody {
+                    source: body,
+                    next: start,
+                    end: start + send,
+                    len,
+                    sent: 0,
+                    cut: (send < len).then_some(cut),
+                    rate: state.rate,
+                    started: Instant::now(),
+                    pause: None,
+                    state: Arc::clone(state),
+                    n,
+                })
+            }
         };
-        let n = self.inner.write(buf)?;
-        *self.count += n as u64;
-        if let Some(rate) = self.rate {
-            let due = Duration::from_secs_f64(*self.count as f64 / rate as f64);
-            if let Some(wait) = due.checked_sub(self.started.elapsed()) {
-                std::thread::sleep(wait);
+        response.body(payload).expect("a valid response")
+    }
+}
+
+/// A response body for hyper: the text, or a served file.
+type Payload = Either<Full<Bytes>, FileBody>;
+
+/// A byte range of a served file, read a chunk at a time: paced under a
+/// rate limit, counted into the log, maybe cut short.
+struct FileBody {
+    source: Body,
+    /// The offset of the next byte, and where sending stops.
+    next: u64,
+    end: u64,
+    /// What `Content-Length` announced (past `end` when cut).
+    len: u64,
+    sent: u64,
+    /// The connection's mark, when this body is cut short.
+    cut: Option<Arc<AtomicBool>>,
+    rate: Option<u64>,
+    started: Instant,
+    pause: Option<Pin<Box<tokio::time::Sleep>>>,
+    state: Arc<State>,
+    /// The request's number in the log.
+    n: usize,
+}
+
+impl hyper::body::Body for FileBody {
+    type Data = Bytes;
+    type Error = io::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<io::Result<Frame<Bytes>>>> {
+        let this = self.get_mut();
+        if let Some(pause) = this.pause.as_mut() {
+            ready!(pause.as_mut().poll(cx));
+            this.pause = None;
+        }
+        if this.next == this.end {
+            return match &this.cut {
+                // Never ends: the connection does, at its next flush.
+                Some(cut) => {
+                    cut.store(true, Ordering::SeqCst);
+                    Poll::Pending
+                }
+                None => Poll::Ready(None),
+            };
+        }
+        let n = (this.end - this.next).min(64 << 10);
+        let chunk = match this.source.read_at(this.next, n) {
+            Ok(chunk) => chunk,
+            Err(e) => return Poll::Ready(Some(Err(e))),
+        };
+        this.next += n;
+        this.sent += n;
+        let sent = this.sent;
+        this.state.update(this.n, |r| r.body_bytes = sent);
+        if let Some(rate) = this.rate {
+            let due = Duration::from_secs_f64(sent as f64 / rate as f64);
+            if let Some(wait) = due.checked_sub(this.started.elapsed()) {
+                this.pause = Some(Box::pin(tokio::time::sleep(wait)));
             }
         }
-        Ok(n)
+        Poll::Ready(Some(Ok(Frame::data(chunk))))
     }
 
-    fn flush(&mut self) -> io::Result<()> {
-        self.inner.flush()
+    fn is_end_stream(&self) -> bool {
+        self.cut.is_none() && self.next == self.end
     }
-}
 
-/// Method, target and headers of a request.
-type Head = (String, String, Vec<(String, String)>);
-
-/// Request line and headers; `None` for a connection closed before one.
-fn read_head(reader: &mut impl BufRead) -> io::Result<Option<Head>> {
-    let mut line = String::new();
-    if reader.read_line(&mut line)? == 0 {
-        return Ok(None);
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.len)
     }
-    let mut parts = line.split_whitespace();
-    let (Some(method), Some(target)) = (parts.next(), parts.next()) else {
-        return Ok(None);
-    };
-    let (method, target) = (method.to_string(), target.to_string());
-    let mut headers = Vec::new();
-    let mut total = 0usize;
-    loop {
-        line.clear();
-        let n = reader.read_line(&mut line)?;
-        total += n;
-        if n == 0 || total > 64 * 1024 {
-            return Ok(None);
-        }
-        let l = line.trim_end();
-        if l.is_empty() {
-            break;
-        }
-        if let Some((k, v)) = l.split_once(':') {
-            headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
-        }
-    }
-    Ok(Some((method, target, headers)))
 }
 
 fn route(state: &State, req: &Request) -> Response {
@@ -669,7 +816,7 @@ fn resolve(
     if served.file.lfs {
         // The hub answers LFS files with a redirect to its CDN; the metadata
         // a client caches by travels on the redirect itself.
-        let oid = &hex(&Sha256::digest(format!("pointer {}", served.sha256)))[..40];
+        let oid = &format!("{:x}", Sha256::digest(format!("pointer {}", served.sha256)))[..40];
         Response::new(302)
             .header(
                 "Location",
@@ -792,7 +939,7 @@ fn api(
                 .map(|f| serde_json::json!({ "rfilename": f.file.path }))
                 .collect();
             Response::new(200).json(&serde_json::json!({
-                "_id": hex(&Sha256::digest(&id))[..24],
+                "_id": format!("{:x}", Sha256::digest(&id))[..24],
                 "id": id,
                 "modelId": id,
                 "author": org,
@@ -861,107 +1008,8 @@ fn tree(files: &[Served], dir: &str, recursive: bool) -> serde_json::Value {
     serde_json::Value::Array(listing)
 }
 
-fn write_response(
-    state: &State,
-    stream: TcpStream,
-    req: &Request,
-    r: Response,
-    sent: &mut u64,
-) -> io::Result<()> {
-    let length = match &r.body {
-        Content::Empty => 0,
-        Content::Text(t) => t.len() as u64,
-        Content::File { len, .. } => *len,
-    };
-    let mut head = format!("HTTP/1.1 {} {}\r\n", r.status, reason(r.status));
-    for (k, v) in &r.headers {
-        let _ = write!(head, "{k}: {v}\r\n");
-    }
-    let _ = write!(
-        head,
-        "Content-Length: {length}\r\nConnection: close\r\nX-Request-Id: test-{}\r\n\r\n",
-        lock(&state.log).len()
-    );
-    let mut out = io::BufWriter::with_capacity(1 << 16, &stream);
-    out.write_all(head.as_bytes())?;
-    out.flush()?;
-    let mut out = io::BufWriter::with_capacity(
-        1 << 16,
-        Meter {
-            inner: &stream,
-            count: sent,
-            rate: state.rate,
-            started: std::time::Instant::now(),
-        },
-    );
-    if req.method != "HEAD" {
-        match r.body {
-            Content::Empty => {}
-            Content::Text(t) => out.write_all(t.as_bytes())?,
-            Content::File { body, start, len } => {
-                let cut = {
-                    let mut cut = lock(&state.cut_after);
-                    match cut.as_mut() {
-                        Some((bytes, times)) if *times > 0 => {
-                            *times -= 1;
-                            Some(*bytes)
-                        }
-                        _ => None,
-                    }
-                };
-                body.write_range(&mut out, start, cut.map_or(len, |c| c.min(len)))?;
-            }
-        }
-    }
-    out.flush()?;
-    drop(out);
-    let _ = stream.shutdown(Shutdown::Both);
-    Ok(())
-}
-
-fn reason(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        206 => "Partial Content",
-        302 => "Found",
-        304 => "Not Modified",
-        401 => "Unauthorized",
-        403 => "Forbidden",
-        404 => "Not Found",
-        416 => "Range Not Satisfiable",
-        429 => "Too Many Requests",
-        500 => "Internal Server Error",
-        503 => "Service Unavailable",
-        _ => "Status",
-    }
-}
-
 fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let escaped = bytes
-            .get(i + 1..i + 3)
-            .filter(|_| bytes[i] == b'%')
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        if let Some(b) = escaped {
-            out.push(b);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
+    percent_decode_str(s).decode_utf8_lossy().into_owned()
 }
 
 #[cfg(test)]
