@@ -2,7 +2,8 @@
 # Runs each fuzz target of fuzz/ for a bounded time (issue #6): the GGUF
 # header reader (through profile and plan), the planner's size arithmetic on
 # extreme hyper-parameters and settings, the TOML hardware profile, and the
-# TOML model catalog (`--catalog FILE`) through planning its entries.
+# TOML model catalog (`--catalog FILE`) through planning its entries, and
+# chat templates through headroom's own minijinja setup (fuel and limits).
 #
 #   scripts/fuzz.sh [TARGET...]      FUZZ_SECONDS=60 by default, per target
 #
@@ -23,7 +24,7 @@ seconds="${FUZZ_SECONDS:-60}"
 if [ $# -gt 0 ]; then
   targets=("$@")
 else
-  targets=(gguf_header plan_sizes hw_profile catalog_toml)
+  targets=(gguf_header plan_sizes hw_profile catalog_toml template_render)
 fi
 export RUSTC_BOOTSTRAP=1
 

@@ -28,7 +28,7 @@ cargo test --release --workspace --no-fail-fast -- --skip soak:: || status=$?
 # generations: alone, so no other test's allocations or CPU share move them.
 cargo test --release -p headroom --test run -- soak:: --test-threads=1 || status=$?
 # Every fuzz target for a bounded time each (cargo-fuzz on the stable toolchain): the GGUF
-# header reader, the planner's size arithmetic, the hardware profile and the catalog
-# (TOML); a crash fails.
+# header reader, the planner's size arithmetic, the hardware profile, the catalog
+# (TOML) and chat-template rendering; a crash fails.
 FUZZ_SECONDS="${FUZZ_SECONDS:-60}" bash scripts/fuzz.sh gguf_header plan_sizes hw_profile catalog_toml template_render || status=$?
 exit "$status"
