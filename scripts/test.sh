@@ -15,14 +15,16 @@ cargo build --release --workspace --all-targets
 HEADROOM_TEST_MODEL="$(./target/release/headroom demo-model)"
 export HEADROOM_TEST_MODEL
 # Planning speed against llama.cpp's own accounting (prints the ratios; fails under 20x).
-cargo bench -p headroom --bench plan_speed
+status=0
+cargo bench -p headroom --bench plan_speed || status=$?
 # Run speed and peak RSS against llama.cpp's own llama-bench and llama-completion, built
 # once from the same llama.cpp (scripts/llama-tools.sh); prints the ratios, fails only
 # with HEADROOM_BENCH_STRICT=1 (shared CI machines are too noisy for a hard gate).
-cargo bench -p headroom --bench run_speed
-# Ranking the whole catalog for a machine, offline (prints the time per fit).
-cargo bench -p headroom --bench fit_speed
-status=0
+cargo bench -p headroom --bench run_speed || status=$?
+# Ranking the whole catalog for a machine, offline (prints the time per fit; a miss
+# of its 200 ms CPU mark fails only with HEADROOM_BENCH_STRICT=1).
+cargo bench -p headroom --bench fit_speed || status=$?
+# A failed benchmark fails the run, but after the tests below have run too.
 cargo test --release --workspace --no-fail-fast -- --skip soak:: || status=$?
 # The soak tests measure this process's own resident set over hundreds of
 # generations: alone, so no other test's allocations or CPU share move them.
