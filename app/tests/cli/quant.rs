@@ -225,9 +225,10 @@ fn planning_a_16_gb_file_reads_only_its_header() {
     let start = Instant::now();
     let out = output_of(cmd);
     let took = start.elapsed();
-    // 16 GB of F16 weights against 8 GiB of VRAM and 16 GiB of RAM: no
-    // placement holds them, so the plan is refused (exit 3), from the header.
-    assert_eq!(out.code, Some(3), "{}", out.stderr);
+    // 16 GB of F16 weights on an 8 GiB GPU and 16 GiB of RAM: the layers that
+    // miss the GPU stay mapped in RAM, so the plan fits with offload (exit 0),
+    // planned from the header alone.
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert!(took < Duration::from_secs(2), "plan took {took:?}");
 
     let strace = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
