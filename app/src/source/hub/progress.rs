@@ -35,8 +35,10 @@ impl Progress {
     }
 
     fn download_to(target: ProgressDrawTarget, label: &str, total: u64, resumed: u64) -> Self {
+        // The templates are constants (the unit tests draw both); a bad one
+        // would cost the look of the line, never the download.
         let style = ProgressStyle::with_template(DOWNLOAD)
-            .expect("the download template is valid")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("█░")
             .with_key("done", |s: &ProgressState, w: &mut dyn fmt::Write| {
                 let _ = w.write_str(&size(s.pos()));
@@ -73,7 +75,8 @@ impl Progress {
     }
 
     fn loading_to(target: ProgressDrawTarget, name: &str) -> Self {
-        let style = ProgressStyle::with_template(LOADING).expect("the loading template is valid");
+        let style =
+            ProgressStyle::with_template(LOADING).unwrap_or_else(|_| ProgressStyle::default_bar());
         let bar = ProgressBar::with_draw_target(Some(100), target)
             .with_style(style)
             .with_prefix(name.to_string())
