@@ -7,30 +7,39 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/setup.sh
+# Each phase prints how long it took, so a slow CI run says where its time went.
+phase() {
+  local name="$1" t0=$SECONDS rc=0
+  shift
+  "$@" || rc=$?
+  echo "test.sh: $name: $((SECONDS - t0)) s (exit $rc; $((SECONDS / 60)) min $((SECONDS % 60)) s in all)" >&2
+  return "$rc"
+}
+
+phase setup bash scripts/setup.sh
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
 
-cargo build --release --workspace --all-targets
+phase build cargo build --release --workspace --all-targets
 # Fetch (or verify) the real test model before the tests that need it.
 HEADROOM_TEST_MODEL="$(./target/release/headroom demo-model)"
 export HEADROOM_TEST_MODEL
 # Planning speed against llama.cpp's own accounting (prints the ratios; fails under 20x).
 status=0
-cargo bench -p headroom --bench plan_speed || status=$?
+phase plan_speed cargo bench -p headroom --bench plan_speed || status=$?
 # Run speed and peak RSS against llama.cpp's own llama-bench and llama-completion, built
 # once from the same llama.cpp (scripts/llama-tools.sh); prints the ratios, fails only
 # with HEADROOM_BENCH_STRICT=1 (shared CI machines are too noisy for a hard gate).
-cargo bench -p headroom --bench run_speed || status=$?
+phase run_speed cargo bench -p headroom --bench run_speed || status=$?
 # Ranking the whole catalog for a machine, offline (prints the time per fit; a miss
 # of its 200 ms CPU mark fails only with HEADROOM_BENCH_STRICT=1).
-cargo bench -p headroom --bench fit_speed || status=$?
+phase fit_speed cargo bench -p headroom --bench fit_speed || status=$?
 # A failed benchmark fails the run, but after the tests below have run too.
-cargo test --release --workspace --no-fail-fast -- --skip soak:: || status=$?
+phase tests cargo test --release --workspace --no-fail-fast -- --skip soak:: || status=$?
 # The soak tests measure this process's own resident set over hundreds of
 # generations: alone, so no other test's allocations or CPU share move them.
-cargo test --release -p headroom --test run -- soak:: --test-threads=1 || status=$?
+phase soak cargo test --release -p headroom --test run -- soak:: --test-threads=1 || status=$?
 # Every fuzz target for a bounded time each (cargo-fuzz on the stable toolchain): the GGUF
 # header reader, the planner's size arithmetic, the hardware profile, the catalog
 # (TOML) and chat-template rendering; a crash fails.
-FUZZ_SECONDS="${FUZZ_SECONDS:-60}" bash scripts/fuzz.sh gguf_header plan_sizes hw_profile catalog_toml template_render || status=$?
+phase fuzz env FUZZ_SECONDS="${FUZZ_SECONDS:-60}" bash scripts/fuzz.sh gguf_header plan_sizes hw_profile catalog_toml template_render || status=$?
 exit "$status"
