@@ -15,6 +15,7 @@ pub mod memory;
 pub mod plan;
 pub mod profile;
 pub mod rank;
+pub mod slots;
 pub mod solve;
 pub mod speed;
 pub mod synth;

@@ -218,15 +218,19 @@ pub fn bits_per_weight(p: &ModelProfile) -> f64 {
     }
 }
 
-/// The contexts the solver tries, smallest first.
+/// The contexts the solver tries, smallest first. With several sequences
+/// (`--parallel N`) the context is all of them together, as in llama.cpp
+/// (`-c C -np N` gives each C / N cells), so each step is N slots' worth:
+/// every slot gets at least the default and grows to the same cap as one.
 fn context_steps(p: &ModelProfile, s: &Settings) -> Vec<u32> {
     if let Some(c) = s.n_ctx {
         return vec![c];
     }
     let train = u32::try_from(p.n_ctx_train).unwrap_or(u32::MAX);
     let train = if train == 0 { MAX_AUTO_CTX } else { train };
-    let min = MIN_DEFAULT_CTX.min(train);
-    let cap = train.min(MAX_AUTO_CTX).max(min);
+    let slots = s.n_parallel.max(1);
+    let min = MIN_DEFAULT_CTX.min(train).saturating_mul(slots);
+    let cap = train.min(MAX_AUTO_CTX).saturating_mul(slots).max(min);
     let mut steps = vec![min];
     let mut c = min;
     while c < cap {
