@@ -327,6 +327,9 @@ pub struct Plan {
     pub est_prompt_tokens_per_s: f64,
     /// Decode speed with every layer on the GPU, when there is one.
     pub est_full_gpu_decode_tokens_per_s: Option<f64>,
+    /// What the speed estimates assume: each device's bandwidth, where it
+    /// came from, and the bytes it reads per token.
+    pub speed_basis: crate::speed::SpeedBasis,
     /// Warnings.
     pub warnings: Vec<Warning>,
     /// llama.cpp arguments that reproduce the plan.

@@ -17,17 +17,14 @@
 //!   weight × min(1, tokens/s ÷ 10)`: quality, discounted once speed drops
 //!   below a readable 10 tokens/s.
 
-use crate::hw::{GpuVendor, HardwareSnapshot};
+use crate::hw::{BandwidthSource, GpuVendor, HardwareSnapshot};
 use crate::memory::{self, Context, Estimate, GpuSpec, MachineSpec, Placement, RepackRules, sum};
 use crate::plan::{
     DeviceKind, FlashAttn, ModelInfo, Plan, RamUse, Resolved, SCHEMA_VERSION, Settings, Verdict,
     Warning, WarningCode,
 };
 use crate::profile::ModelProfile;
-use crate::speed::{self, Throughput};
-
-/// Default GPU bandwidth when a GPU reports none (a mid-range discrete card).
-pub const DEFAULT_GPU_BANDWIDTH: f64 = 450e9;
+use crate::speed::{self, GpuBasis, RamBandwidthSource, RamBasis, SpeedBasis, Throughput};
 /// Smallest default context.
 pub const MIN_DEFAULT_CTX: u32 = 4096;
 /// Largest context the solver grows to on its own.
@@ -48,6 +45,8 @@ struct Machine {
     spec: MachineSpec,
     cpu: Throughput,
     gpus: Vec<Throughput>,
+    /// Per GPU: peak bandwidth, where it came from, FP16 throughput.
+    gpu_sources: Vec<(f64, BandwidthSource, Option<f64>)>,
     unified: bool,
     gpu_usable: bool,
 }
@@ -69,7 +68,7 @@ fn machine(hw: &HardwareSnapshot, build: Build) -> Machine {
     let gpu_usable = build.gpu;
     let unified = hw.unified.is_some();
     let mut gpus = Vec::new();
-    let mut thr = Vec::new();
+    let mut sources = Vec::new();
     if let Some(u) = &hw.unified {
         let g = hw.gpus.first();
         gpus.push(GpuSpec {
@@ -77,10 +76,11 @@ fn machine(hw: &HardwareSnapshot, build: Build) -> Machine {
             kind: DeviceKind::Unified,
             budget_bytes: u.gpu_limit_bytes.min(resident),
         });
-        thr.push(speed::gpu_throughput(
-            g.and_then(|g| g.bandwidth_bytes_per_s)
-                .unwrap_or(ram.bandwidth_bytes_per_s),
-        ));
+        // An integrated GPU of unknown model reads the same RAM as the CPU.
+        let (bandwidth, source) = g
+            .and_then(|g| g.bandwidth_bytes_per_s.map(|b| (b, g.bandwidth_source)))
+            .unwrap_or((ram.bandwidth_bytes_per_s, BandwidthSource::Assumed));
+        sources.push((bandwidth, source, g.and_then(|g| g.fp16_flops_per_s)));
     } else {
         for g in &hw.gpus {
             gpus.push(GpuSpec {
@@ -92,11 +92,14 @@ fn machine(hw: &HardwareSnapshot, build: Build) -> Machine {
                 },
                 budget_bytes: g.free_bytes,
             });
-            thr.push(speed::gpu_throughput(
-                g.bandwidth_bytes_per_s.unwrap_or(DEFAULT_GPU_BANDWIDTH),
-            ));
+            let (bandwidth, source) = g.planned_bandwidth();
+            sources.push((bandwidth, source, g.fp16_flops_per_s));
         }
     }
+    let thr = sources
+        .iter()
+        .map(|&(bandwidth, _, fp16)| speed::gpu_throughput(bandwidth, fp16))
+        .collect();
     let threads = hw.cpu.physical_cores.max(1);
     Machine {
         spec: MachineSpec {
@@ -108,6 +111,7 @@ fn machine(hw: &HardwareSnapshot, build: Build) -> Machine {
         },
         cpu: speed::cpu_throughput(ram.bandwidth_bytes_per_s, threads, &hw.cpu.features),
         gpus: if gpu_usable { thr } else { Vec::new() },
+        gpu_sources: if gpu_usable { sources } else { Vec::new() },
         unified,
         gpu_usable,
     }
@@ -177,24 +181,53 @@ fn max_layers(p: &ModelProfile, s: &Settings, ctx: u32, m: &Machine) -> Option<u
         .find(|&ngl| fits(&eval(p, s, ctx, &placement(m, ngl, 0), m), m))
 }
 
+/// Bytes each device reads per generated token: active weights plus the KV
+/// cache of a conversation's first 1024 tokens (decode speed as
+/// llama-bench's tg measures it, near the start; it falls as the context
+/// fills).
+fn bytes_per_token(e: &Estimate) -> Vec<u64> {
+    let filled = (1024.0 / f64::from(e.ctx.n_ctx.max(1))).min(1.0);
+    e.active_bytes
+        .iter()
+        .zip(&e.devices)
+        .map(|(&a, d)| sum([a, (d.kv_bytes as f64 * filled) as u64]))
+        .collect()
+}
+
+/// What the decode estimate of `e` on `m` assumes.
+fn speed_basis(hw: &HardwareSnapshot, e: &Estimate, m: &Machine) -> SpeedBasis {
+    let bytes = bytes_per_token(e);
+    SpeedBasis {
+        ram: RamBasis {
+            bandwidth_bytes_per_s: hw.ram.bandwidth_bytes_per_s,
+            source: if hw.ram.bandwidth_measured {
+                RamBandwidthSource::Measured
+            } else {
+                RamBandwidthSource::Default
+            },
+            calibration_runs: None,
+            bytes_per_token: bytes.first().copied().unwrap_or(0),
+        },
+        gpus: e.devices[1..]
+            .iter()
+            .zip(&m.gpu_sources)
+            .zip(bytes.iter().skip(1))
+            .map(|((d, &(bandwidth, source, fp16)), &b)| GpuBasis {
+                name: d.name.clone(),
+                bandwidth_bytes_per_s: bandwidth,
+                source,
+                fp16_flops_per_s: fp16,
+                bytes_per_token: b,
+                n_layers: d.n_layers,
+            })
+            .collect(),
+    }
+}
+
 fn decode_speed(p: &ModelProfile, e: &Estimate, m: &Machine) -> (f64, f64) {
     let mut devs = vec![m.cpu];
     devs.extend(m.gpus.iter().copied());
-    // Bytes per token: active weights plus the KV cache of a conversation's first
-    // 1024 tokens (decode speed as llama-bench's tg measures it, near the start;
-    // it falls as the context fills).
-    let filled = (1024.0 / f64::from(e.ctx.n_ctx.max(1))).min(1.0);
-    let kv_share: Vec<u64> = e
-        .devices
-        .iter()
-        .map(|d| (d.kv_bytes as f64 * filled) as u64)
-        .collect();
-    let bytes: Vec<u64> = e
-        .active_bytes
-        .iter()
-        .zip(&kv_share)
-        .map(|(&a, &k)| sum([a, k]))
-        .collect();
+    let bytes = bytes_per_token(e);
     let bpw = bits_per_weight(p);
     let params: Vec<u64> = e
         .active_bytes
@@ -401,6 +434,7 @@ pub fn plan(
         est_decode_tokens_per_s: round2(decode),
         est_prompt_tokens_per_s: round2(prompt),
         est_full_gpu_decode_tokens_per_s: full_gpu.map(round2),
+        speed_basis: speed_basis(hw, &est, &m),
         warnings,
         llama_args,
         alternatives: Vec::new(),

@@ -6,8 +6,15 @@
 //! t(token) = Σ_device bytes_read / bandwidth; on a small CPU the matrix-vector
 //! arithmetic can bind before memory does, so each device's time is the larger
 //! of its memory time and its compute time.
+//!
+//! Every plan carries its [`SpeedBasis`]: the bandwidth each device was
+//! given, where that figure came from (measured, looked up, assumed…) and
+//! the bytes each reads per token, so an estimate can be checked and its
+//! weakest assumption named.
 
 use serde::Serialize;
+
+use crate::hw::BandwidthSource;
 
 /// What one device can sustain.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -42,9 +49,15 @@ pub const CPU_DECODE_FLOPS_PER_CORE: f64 = 80.0e9;
 pub const CPU_DECODE_FLOPS_PER_CORE_SCALAR: f64 = 12.0e9;
 /// Prompt processing (matrix-matrix) reaches this many times the decode rate per core.
 pub const CPU_PROMPT_FACTOR: f64 = 2.2;
-/// Arithmetic a GPU sustains per byte/s of bandwidth in llama.cpp's prompt kernels:
-/// recent NVIDIA parts reach 100–300 FLOP per byte at peak; llama.cpp about a third.
+/// Arithmetic a GPU sustains per byte/s of bandwidth in llama.cpp's prompt kernels,
+/// when its FP16 throughput is unknown: recent NVIDIA parts reach 100–300 FLOP per
+/// byte at peak; llama.cpp about a third.
 pub const GPU_FLOPS_PER_BYTE: f64 = 60.0;
+/// Fraction of a GPU's peak dense FP16 throughput (the GPU table's figure)
+/// llama.cpp's prompt processing reaches: published pp512 results of 7B Q4_0
+/// models come to 0.4–0.6 of it on NVIDIA (integer matrix kernels), AMD and
+/// Apple GPUs alike.
+pub const GPU_FP16_EFFICIENCY: f64 = 0.5;
 
 /// The CPU's throughput from its measured bandwidth, cores and features.
 #[must_use]
@@ -64,14 +77,86 @@ pub fn cpu_throughput(bandwidth: f64, threads: u32, features: &[String]) -> Thro
     }
 }
 
-/// A GPU's throughput from its peak bandwidth.
+/// A GPU's throughput from its peak bandwidth and, when known, its peak
+/// dense FP16 throughput.
 #[must_use]
-pub fn gpu_throughput(bandwidth: f64) -> Throughput {
+pub fn gpu_throughput(bandwidth: f64, fp16_flops: Option<f64>) -> Throughput {
     Throughput {
         bandwidth: bandwidth * GPU_BANDWIDTH_EFFICIENCY,
-        flops: bandwidth * GPU_FLOPS_PER_BYTE,
+        flops: fp16_flops.map_or(bandwidth * GPU_FLOPS_PER_BYTE, |f| f * GPU_FP16_EFFICIENCY),
         per_layer_s: GPU_PER_LAYER_S,
     }
+}
+
+/// What a plan's speed estimate assumes (`speed_basis` in `plan --json`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SpeedBasis {
+    /// The CPU's side: system RAM.
+    pub ram: RamBasis,
+    /// Each GPU the plan uses, in device order (as `devices[1..]`).
+    pub gpus: Vec<GpuBasis>,
+}
+
+/// The RAM's part of a [`SpeedBasis`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RamBasis {
+    /// Bandwidth the estimate starts from (peak stream bandwidth, before
+    /// [`CPU_BANDWIDTH_EFFICIENCY`]), bytes/s.
+    pub bandwidth_bytes_per_s: f64,
+    /// Where that figure came from.
+    pub source: RamBandwidthSource,
+    /// Runs of this machine the estimate was calibrated from, when it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub calibration_runs: Option<u32>,
+    /// Bytes the CPU reads per generated token (weights in RAM, and the KV
+    /// cache there of a conversation's first 1024 tokens).
+    pub bytes_per_token: u64,
+}
+
+/// Where the RAM bandwidth figure came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RamBandwidthSource {
+    /// Measured on this machine (now or earlier, from the cache), or stated
+    /// in a hardware profile.
+    Measured,
+    /// Measured, then scaled by what earlier runs on this machine measured
+    /// against their estimates.
+    Calibrated,
+    /// Neither: [`crate::hw::DEFAULT_RAM_BANDWIDTH_BYTES_PER_S`].
+    Default,
+}
+
+impl RamBandwidthSource {
+    /// In words, for text output.
+    #[must_use]
+    pub fn as_words(self) -> &'static str {
+        match self {
+            Self::Measured => "measured",
+            Self::Calibrated => "calibrated",
+            Self::Default => "default",
+        }
+    }
+}
+
+/// One GPU's part of a [`SpeedBasis`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GpuBasis {
+    /// The device's name, as in the plan's `devices`.
+    pub name: String,
+    /// Peak bandwidth the estimate starts from (before
+    /// [`GPU_BANDWIDTH_EFFICIENCY`]), bytes/s.
+    pub bandwidth_bytes_per_s: f64,
+    /// Where that figure came from: reported by the driver or a profile,
+    /// looked up in the GPU table by name, or assumed.
+    pub source: BandwidthSource,
+    /// Peak dense FP16 throughput the prompt estimate uses, when known.
+    pub fp16_flops_per_s: Option<f64>,
+    /// Bytes this GPU reads per generated token (its weights and its share
+    /// of the KV cache of a conversation's first 1024 tokens).
+    pub bytes_per_token: u64,
+    /// Repeating layers on this GPU.
+    pub n_layers: u32,
 }
 
 /// Decode tokens/s when device `i` reads `bytes[i]` per token (weights plus
@@ -176,7 +261,12 @@ mod tests {
             flops: f64::NAN,
             per_layer_s: 0.0,
         };
-        for d in [fastest, broken, gpu_throughput(1e12)] {
+        for d in [
+            fastest,
+            broken,
+            gpu_throughput(1e12, None),
+            gpu_throughput(1e12, Some(1e14)),
+        ] {
             for b in [1, u64::MAX] {
                 let decode = decode_tokens_per_s(&[b], &[b], &[u32::MAX], &[d], u64::MAX);
                 let prompt = prompt_tokens_per_s(&[b], &[d], 0);
@@ -191,8 +281,20 @@ mod tests {
     #[test]
     fn nothing_read_is_zero_speed() {
         assert_eq!(
-            decode_tokens_per_s(&[0], &[0], &[0], &[gpu_throughput(1e12)], 0),
+            decode_tokens_per_s(&[0], &[0], &[0], &[gpu_throughput(1e12, None)], 0),
             0.0
+        );
+    }
+
+    #[test]
+    fn a_known_fp16_rate_sets_the_prompt_arithmetic() {
+        // Without it, arithmetic follows bandwidth; with it, half the peak.
+        assert_eq!(gpu_throughput(1e12, None).flops, 1e12 * GPU_FLOPS_PER_BYTE);
+        assert_eq!(gpu_throughput(1e12, Some(3e14)).flops, 1.5e14);
+        // Bandwidth alone decides decode.
+        assert_eq!(
+            gpu_throughput(1e12, None).bandwidth,
+            gpu_throughput(1e12, Some(3e14)).bandwidth
         );
     }
 

@@ -13,7 +13,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::types::{GpuInfo, GpuVendor, UnifiedMemory};
+use super::types::{BandwidthSource, GpuInfo, GpuVendor, UnifiedMemory};
 
 const AMD_PCI_VENDOR: &str = "0x1002";
 const APU_VRAM_BELOW: u64 = 1 << 30;
@@ -66,6 +66,8 @@ impl AmdCard {
             total_bytes: total,
             free_bytes: total.saturating_sub(used),
             bandwidth_bytes_per_s: None,
+            bandwidth_source: BandwidthSource::Assumed,
+            fp16_flops_per_s: None,
             uuid: None,
         };
         (gpu, unified)

@@ -14,7 +14,9 @@
 //! - NVIDIA: NVML, behind the default `nvidia` feature: [`nvidia`];
 //! - AMD (Linux): amdgpu sysfs: [`amd`];
 //! - Apple Silicon: unified memory and the Metal wired limit: [`unified`];
-//! - RAM bandwidth: measured once and cached: [`bandwidth`].
+//! - RAM bandwidth: measured once and cached: [`bandwidth`];
+//! - GPU bandwidth and FP16 throughput that no driver reports: the table of
+//!   named GPUs, [`gpus`] (also what `--gpu NAME` plans for).
 //!
 //! GPU numbering: NVIDIA devices first (after `CUDA_VISIBLE_DEVICES`), then
 //! AMD devices (after `HIP_VISIBLE_DEVICES`, else `ROCR_VISIBLE_DEVICES`,
@@ -27,6 +29,7 @@ pub mod bandwidth;
 pub mod cgroup;
 pub mod cpu;
 mod error;
+pub mod gpus;
 pub mod nvidia;
 mod overrides;
 mod profile;
@@ -36,15 +39,15 @@ mod types;
 pub mod unified;
 
 pub use error::HwError;
-pub use overrides::{Overrides, apply_overrides};
+pub use overrides::{Overrides, apply_named_gpus, apply_overrides};
 pub use profile::{
     DEFAULT_PROFILE_CORES, DEFAULT_PROFILE_RAM_BYTES, load_profile, parse_profile, to_profile_toml,
 };
 pub use size::{format_size, parse_size};
 pub use types::{
-    CgroupMemory, CpuInfo, DEFAULT_RAM_BANDWIDTH_BYTES_PER_S,
-    DEFAULT_SYNTHETIC_GPU_BANDWIDTH_BYTES_PER_S, GpuInfo, GpuVendor, HardwareSnapshot,
-    ProbeOptions, RamInfo, Source, UnifiedMemory,
+    BandwidthSource, CgroupMemory, CpuInfo, DEFAULT_GPU_BANDWIDTH_BYTES_PER_S,
+    DEFAULT_RAM_BANDWIDTH_BYTES_PER_S, GpuInfo, GpuVendor, HardwareSnapshot, ProbeOptions, RamInfo,
+    Source, UnifiedMemory,
 };
 
 /// Reads this machine. Never fails: unreadable parts get safe values
@@ -79,12 +82,16 @@ pub fn probe(opts: &ProbeOptions) -> HardwareSnapshot {
         bandwidth::ram_bandwidth(opts, &cpu.model, max_buffer, &mut notes);
 
     let mut gpus = nvidia::probe(&mut notes);
+    for g in &mut gpus {
+        let memory = g.total_bytes;
+        g.fill_from_table(memory);
+    }
     // Integrated GPUs found, in GPU order; the first one's limit is the
     // machine's (two integrated GPUs in one machine do not exist in practice).
     #[allow(unused_mut)] // nothing adds to it on platforms without one
     let mut integrated: Vec<UnifiedMemory> = Vec::new();
     #[cfg(target_os = "linux")]
-    probe_amd(&mut gpus, &mut integrated, &mut notes);
+    probe_amd(&mut gpus, &mut integrated, ram.total_bytes, &mut notes);
     #[cfg(all(target_os = "macos", target_arch = "aarch64"))]
     {
         let (gpu, mem) = unified::probe_apple(ram.total_bytes, &cpu.model);
@@ -124,6 +131,7 @@ fn probe_cgroup(notes: &mut Vec<String>) -> Option<CgroupMemory> {
 fn probe_amd(
     gpus: &mut Vec<GpuInfo>,
     integrated: &mut Vec<UnifiedMemory>,
+    ram_total: u64,
     notes: &mut Vec<String>,
 ) {
     let cards = amd::scan(std::path::Path::new("/sys/class/drm"), notes);
@@ -148,7 +156,14 @@ fn probe_amd(
     };
     for i in indices {
         let Some(card) = cards.get(i) else { continue };
-        let (gpu, mem) = card.to_gpu(0);
+        let (mut gpu, mem) = card.to_gpu(0);
+        // An APU's configuration is the machine's RAM; a card's, its own.
+        let memory = if mem.is_some() {
+            ram_total
+        } else {
+            gpu.total_bytes
+        };
+        gpu.fill_from_table(memory);
         integrated.extend(mem);
         gpus.push(gpu);
     }

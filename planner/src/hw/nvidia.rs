@@ -199,6 +199,12 @@ pub fn probe(notes: &mut Vec<String>) -> Vec<GpuInfo> {
             total_bytes,
             free_bytes,
             bandwidth_bytes_per_s: bandwidth,
+            bandwidth_source: if bandwidth.is_some() {
+                super::types::BandwidthSource::Reported
+            } else {
+                super::types::BandwidthSource::Assumed
+            },
+            fp16_flops_per_s: None,
             uuid: device.uuid().ok(),
         });
     }
@@ -225,6 +231,8 @@ fn placeholder(index: u32) -> GpuInfo {
         total_bytes: 0,
         free_bytes: 0,
         bandwidth_bytes_per_s: None,
+        bandwidth_source: super::types::BandwidthSource::Assumed,
+        fp16_flops_per_s: None,
         uuid: None,
     }
 }
@@ -292,6 +300,8 @@ mod tests {
             total_bytes: 24 << 30,
             free_bytes: 23 << 30,
             bandwidth_bytes_per_s: Some(1e12),
+            bandwidth_source: crate::hw::BandwidthSource::Reported,
+            fp16_flops_per_s: None,
             uuid: Some(uuid.into()),
         }
     }

@@ -1,14 +1,17 @@
-//! `--ram`, `--vram` and `--hardware-profile`: answer "would it fit on that
+//! `--ram`, `--vram`, `--gpu` and `--hw`: answer "would it fit on that
 //! machine?" from this one.
 
 use std::path::PathBuf;
 
 use super::HwError;
+use super::gpus::NamedGpu;
 use super::profile::load_profile;
 use super::size::format_size;
 use super::types::{
-    DEFAULT_SYNTHETIC_GPU_BANDWIDTH_BYTES_PER_S, GpuInfo, GpuVendor, HardwareSnapshot, Source,
+    BandwidthSource, DEFAULT_GPU_BANDWIDTH_BYTES_PER_S, GpuInfo, GpuVendor, HardwareSnapshot,
+    Source, UnifiedMemory,
 };
+use super::unified;
 
 /// What the user asked to pretend about the hardware.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -31,8 +34,9 @@ pub struct Overrides {
 ///    at the new RAM size.
 /// 3. `vram_bytes`: the GPU list is replaced by synthetic GPUs "GPU0",
 ///    "GPU1", … with free = total, vendor NVIDIA (the common discrete case)
-///    and [`DEFAULT_SYNTHETIC_GPU_BANDWIDTH_BYTES_PER_S`]; these are discrete,
-///    so `unified` is cleared. Empty or all-zero means a machine without GPU.
+///    and [`DEFAULT_GPU_BANDWIDTH_BYTES_PER_S`], marked assumed; these are
+///    discrete, so `unified` is cleared. Empty or all-zero means a machine
+///    without GPU. (`--gpu` names cards instead: [`apply_named_gpus`].)
 ///
 /// The source becomes [`Source::Overridden`] when `ram_bytes` or
 /// `vram_bytes` is given, and a note records each override.
@@ -106,12 +110,12 @@ pub fn apply_overrides(
             "no GPU (--vram)".to_string()
         } else {
             format!(
-                "GPUs replaced by --vram: {} (bandwidth assumed {:.0} GB/s)",
+                "GPUs replaced by --vram: {} (bandwidth assumed {:.0} GB/s; name the card with --gpu)",
                 vram.iter()
                     .map(|&b| format_size(b))
                     .collect::<Vec<_>>()
                     .join(", "),
-                DEFAULT_SYNTHETIC_GPU_BANDWIDTH_BYTES_PER_S / 1e9
+                DEFAULT_GPU_BANDWIDTH_BYTES_PER_S / 1e9
             )
         });
     }
@@ -140,10 +144,125 @@ fn synthetic_gpus(sizes: &[u64]) -> Vec<GpuInfo> {
             vendor: GpuVendor::Nvidia,
             total_bytes: bytes,
             free_bytes: bytes,
-            bandwidth_bytes_per_s: Some(DEFAULT_SYNTHETIC_GPU_BANDWIDTH_BYTES_PER_S),
+            bandwidth_bytes_per_s: Some(DEFAULT_GPU_BANDWIDTH_BYTES_PER_S),
+            bandwidth_source: BandwidthSource::Assumed,
+            fp16_flops_per_s: None,
             uuid: None,
         })
         .collect()
+}
+
+/// `--gpu NAME[,NAME…]`: the GPUs become these cards from the GPU table,
+/// after [`apply_overrides`].
+///
+/// - Discrete cards replace the GPU list in the order given, each with its
+///   memory free, its bandwidth and FP16 throughput (looked up by name);
+///   `unified` is cleared.
+/// - A unified part (Apple silicon, AMD Strix Halo) must be named alone: its
+///   GPU shares the machine's RAM, which becomes its memory size (all free;
+///   swap, cgroup and rlimits of this machine ignored, as `--ram` does)
+///   unless `ram_given` (`--ram` already set it). The GPU may use the
+///   vendor's default share: macOS's ([`unified::apple_default_gpu_limit`])
+///   or Linux's GTT size for an AMD APU
+///   ([`unified::amd_default_gpu_limit`]). The CPU stays this machine's
+///   (or the profile's).
+///
+/// # Errors
+/// [`HwError::InvalidOverride`] for no card, or a unified part named with
+/// other cards.
+pub fn apply_named_gpus(
+    mut s: HardwareSnapshot,
+    cards: &[NamedGpu],
+    ram_given: bool,
+) -> Result<HardwareSnapshot, HwError> {
+    let names: Vec<String> = cards.iter().map(NamedGpu::display_name).collect();
+    let [first, rest @ ..] = cards else {
+        return Err(HwError::InvalidOverride {
+            reason: "--gpu names no GPU".into(),
+        });
+    };
+    if cards.iter().any(|c| c.gpu.unified) {
+        if !rest.is_empty() {
+            return Err(HwError::InvalidOverride {
+                reason: format!(
+                    "--gpu {}: an integrated GPU shares the machine's RAM, so it is named alone",
+                    names.join(",")
+                ),
+            });
+        }
+        if !ram_given {
+            let ram = first.memory_bytes();
+            s.ram.total_bytes = ram;
+            s.ram.available_bytes = ram;
+            s.ram.swap_total_bytes = 0;
+            s.ram.swap_free_bytes = 0;
+            s.ram.cgroup = None;
+            s.ram.rlimit_as_bytes = None;
+            s.ram.rlimit_data_bytes = None;
+        }
+        let ram = s.ram.total_bytes;
+        let (limit, source) = if first.gpu.vendor == GpuVendor::Apple {
+            (
+                unified::apple_default_gpu_limit(ram),
+                "macOS default GPU share of RAM (approximate), for --gpu",
+            )
+        } else {
+            (
+                unified::amd_default_gpu_limit(ram),
+                "Linux default GTT size (half of RAM), for --gpu",
+            )
+        };
+        s.gpus = vec![named_gpu(0, first, limit)];
+        s.unified = Some(UnifiedMemory {
+            gpu_limit_bytes: limit,
+            source: source.into(),
+        });
+        s.notes.push(format!(
+            "GPU set by --gpu: {} ({:.0} GB/s), sharing {} of RAM{}; up to {} for the GPU",
+            names[0],
+            first.gpu.bandwidth_gb_s,
+            format_size(ram),
+            if ram_given { " (--ram)" } else { "" },
+            format_size(limit)
+        ));
+    } else {
+        s.unified = None;
+        s.gpus = cards
+            .iter()
+            .enumerate()
+            .map(|(i, c)| named_gpu(i, c, c.memory_bytes()))
+            .collect();
+        s.notes.push(format!(
+            "GPUs replaced by --gpu: {}",
+            cards
+                .iter()
+                .zip(&names)
+                .map(|(c, n)| format!(
+                    "{n} ({}, {:.0} GB/s)",
+                    format_size(c.memory_bytes()),
+                    c.gpu.bandwidth_gb_s
+                ))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    s.source = Source::Overridden;
+    Ok(s)
+}
+
+/// A named card as device `i` with `bytes` of memory, all free.
+fn named_gpu(i: usize, c: &NamedGpu, bytes: u64) -> GpuInfo {
+    GpuInfo {
+        index: u32::try_from(i).unwrap_or(u32::MAX),
+        name: c.display_name(),
+        vendor: c.gpu.vendor,
+        total_bytes: bytes,
+        free_bytes: bytes,
+        bandwidth_bytes_per_s: Some(c.gpu.bandwidth_bytes_per_s()),
+        bandwidth_source: BandwidthSource::LookedUp,
+        fp16_flops_per_s: Some(c.gpu.fp16_flops_per_s()),
+        uuid: None,
+    }
 }
 
 #[cfg(test)]
@@ -205,11 +324,9 @@ mod tests {
                 (1, "GPU1", 12 * GIB, 12 * GIB)
             ]
         );
-        assert!(
-            s.gpus
-                .iter()
-                .all(|g| g.bandwidth_bytes_per_s == Some(900e9))
-        );
+        assert!(s.gpus.iter().all(|g| {
+            g.planned_bandwidth() == (DEFAULT_GPU_BANDWIDTH_BYTES_PER_S, BandwidthSource::Assumed)
+        }));
         // RAM untouched without --ram.
         assert_eq!(s.ram.budget_bytes(), 362 << 20);
     }
@@ -293,5 +410,88 @@ mod tests {
         let s = apply_overrides(base, &o).expect("valid");
         assert_eq!(s.cpu.physical_cores, 3);
         assert_eq!(s.gpus.len(), 1);
+    }
+
+    fn card(name: &str) -> NamedGpu {
+        crate::hw::gpus::resolve(name).expect("in the table")
+    }
+
+    #[test]
+    fn named_cards_replace_the_gpus_with_their_figures() {
+        let cards = [card("rtx4060"), card("RTX 3090")];
+        let s = apply_named_gpus(container(), &cards, false).expect("valid");
+        let got: Vec<(&str, u64, Option<f64>, BandwidthSource)> = s
+            .gpus
+            .iter()
+            .map(|g| {
+                (
+                    g.name.as_str(),
+                    g.free_bytes,
+                    g.bandwidth_bytes_per_s,
+                    g.bandwidth_source,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    "NVIDIA GeForce RTX 4060",
+                    8 * GIB,
+                    Some(272e9),
+                    BandwidthSource::LookedUp
+                ),
+                (
+                    "NVIDIA GeForce RTX 3090",
+                    24 * GIB,
+                    Some(936e9),
+                    BandwidthSource::LookedUp
+                ),
+            ]
+        );
+        assert_eq!(s.gpus[1].index, 1);
+        assert!(s.gpus.iter().all(|g| g.fp16_flops_per_s.is_some()));
+        assert_eq!(s.unified, None);
+        assert_eq!(s.source, Source::Overridden);
+        // RAM is this machine's (the container's) without --ram.
+        assert_eq!(s.ram.budget_bytes(), 362 << 20);
+        assert!(s.notes.iter().any(|n| n.contains("--gpu")), "{:?}", s.notes);
+    }
+
+    #[test]
+    fn a_named_unified_part_is_the_machine_memory() {
+        let s = apply_named_gpus(container(), &[card("M4 Max 64GB")], false).expect("valid");
+        assert_eq!(s.ram.total_bytes, 64 * GIB);
+        assert_eq!(s.ram.budget_bytes(), 64 * GIB);
+        let u = s.unified.as_ref().expect("unified");
+        assert_eq!(u.gpu_limit_bytes, 48 * GIB);
+        assert_eq!(s.gpus.len(), 1);
+        assert_eq!(s.gpus[0].name, "Apple M4 Max 64GB");
+        assert_eq!(s.gpus[0].vendor, GpuVendor::Apple);
+        assert_eq!(s.gpus[0].total_bytes, 48 * GIB);
+        assert_eq!(s.gpus[0].bandwidth_bytes_per_s, Some(546e9));
+
+        // --ram already set the RAM: the GPU's share follows it.
+        let ram32 = apply_overrides(
+            container(),
+            &Overrides {
+                ram_bytes: Some(32 * GIB),
+                ..Overrides::default()
+            },
+        )
+        .expect("valid");
+        let s = apply_named_gpus(ram32, &[card("Strix Halo 128GB")], true).expect("valid");
+        assert_eq!(s.ram.total_bytes, 32 * GIB);
+        assert_eq!(s.unified.map(|u| u.gpu_limit_bytes), Some(16 * GIB));
+        assert_eq!(s.gpus[0].vendor, GpuVendor::Amd);
+    }
+
+    #[test]
+    fn a_unified_part_is_named_alone() {
+        let e = apply_named_gpus(container(), &[card("M2 Max 64GB"), card("rtx4090")], false)
+            .expect_err("two kinds");
+        assert!(e.to_string().contains("named alone"), "{e}");
+        let e = apply_named_gpus(container(), &[], false).expect_err("none");
+        assert!(e.to_string().contains("--gpu"), "{e}");
     }
 }

@@ -33,10 +33,11 @@
 //!
 //! [[gpu]]                       # one table per GPU, in device order
 //! name = "NVIDIA GeForce RTX 4090"   # default "GPU<n>"
-//! vendor = "nvidia"             # nvidia | amd | apple | other (default)
+//! vendor = "nvidia"             # nvidia | amd | intel | apple | other (default)
 //! total = "24GiB"               # required
 //! free = "23.5GiB"              # default: total
-//! bandwidth_bytes_per_s = 1.008e12   # default: unknown
+//! bandwidth_bytes_per_s = 1.008e12   # default: the GPU table's figure for
+//!                               # the name (see `hw::gpus`), else unknown
 //! uuid = "GPU-..."              # default: none
 //!
 //! [unified]                     # GPU shares RAM (Apple Silicon, AMD APU)
@@ -46,6 +47,8 @@
 //!
 //! With `[unified]` and no `[[gpu]]`, one integrated GPU named "Integrated
 //! GPU" is added with `total = free = gpu_limit` and the RAM's bandwidth.
+//! With `[unified]`, the first GPU's name is looked up in the GPU table with
+//! the RAM size (an Apple chip's configuration is its RAM).
 
 use std::fmt;
 use std::path::Path;
@@ -56,8 +59,8 @@ use serde::{Deserialize, Serialize};
 use super::HwError;
 use super::size::{format_size, parse_size};
 use super::types::{
-    CgroupMemory, CpuInfo, DEFAULT_RAM_BANDWIDTH_BYTES_PER_S, GpuInfo, GpuVendor, HardwareSnapshot,
-    RamInfo, Source, UnifiedMemory,
+    BandwidthSource, CgroupMemory, CpuInfo, DEFAULT_RAM_BANDWIDTH_BYTES_PER_S, GpuInfo, GpuVendor,
+    HardwareSnapshot, RamInfo, Source, UnifiedMemory,
 };
 
 const GIB: u64 = 1 << 30;
@@ -327,16 +330,23 @@ fn build(file: ProfileFile, path: &Path) -> Result<HardwareSnapshot, String> {
                 format_size(total)
             ));
         }
+        let bandwidth = check_bandwidth(
+            g.bandwidth_bytes_per_s,
+            &format!("gpu[{i}].bandwidth_bytes_per_s"),
+        )?;
         gpus.push(GpuInfo {
             index: u32::try_from(i).unwrap_or(u32::MAX),
             name: g.name.unwrap_or_else(|| format!("GPU{i}")),
             vendor: g.vendor.unwrap_or(GpuVendor::Other),
             total_bytes: total,
             free_bytes: free,
-            bandwidth_bytes_per_s: check_bandwidth(
-                g.bandwidth_bytes_per_s,
-                &format!("gpu[{i}].bandwidth_bytes_per_s"),
-            )?,
+            bandwidth_bytes_per_s: bandwidth,
+            bandwidth_source: if bandwidth.is_some() {
+                BandwidthSource::Reported
+            } else {
+                BandwidthSource::Assumed
+            },
+            fp16_flops_per_s: None,
             uuid: g.uuid,
         });
     }
@@ -360,6 +370,12 @@ fn build(file: ProfileFile, path: &Path) -> Result<HardwareSnapshot, String> {
                     total_bytes: limit,
                     free_bytes: limit,
                     bandwidth_bytes_per_s: Some(ram.bandwidth_bytes_per_s),
+                    bandwidth_source: if ram.bandwidth_measured {
+                        BandwidthSource::Reported
+                    } else {
+                        BandwidthSource::Assumed
+                    },
+                    fp16_flops_per_s: None,
                     uuid: None,
                 });
             }
@@ -369,6 +385,15 @@ fn build(file: ProfileFile, path: &Path) -> Result<HardwareSnapshot, String> {
             })
         }
     };
+
+    for (i, g) in gpus.iter_mut().enumerate() {
+        let memory = if i == 0 && unified.is_some() {
+            ram.total_bytes
+        } else {
+            g.total_bytes
+        };
+        g.fill_from_table(memory);
+    }
 
     Ok(HardwareSnapshot {
         ram,
@@ -442,7 +467,11 @@ pub fn to_profile_toml(s: &HardwareSnapshot) -> Result<String, HwError> {
                 vendor: Some(g.vendor),
                 total: Size(g.total_bytes),
                 free: Some(Size(g.free_bytes)),
-                bandwidth_bytes_per_s: g.bandwidth_bytes_per_s,
+                // Only a reported figure: a looked-up one is looked up
+                // again on reading, an assumed one assumed again.
+                bandwidth_bytes_per_s: g
+                    .bandwidth_bytes_per_s
+                    .filter(|_| g.bandwidth_source == BandwidthSource::Reported),
                 uuid: g.uuid.clone(),
             })
             .collect(),

@@ -13,10 +13,13 @@ use serde::{Deserialize, Serialize};
 /// towards "slower" on machines we know nothing about.
 pub const DEFAULT_RAM_BANDWIDTH_BYTES_PER_S: f64 = 20e9;
 
-/// Memory bandwidth given to synthetic GPUs created by `--vram`: 900 GB/s is in
-/// the range of a current high-end consumer card (RTX 3090/4080 class), a
-/// middle-of-the-road guess when the user only states a size.
-pub const DEFAULT_SYNTHETIC_GPU_BANDWIDTH_BYTES_PER_S: f64 = 900e9;
+/// Memory bandwidth assumed for a GPU of unknown model (`--vram` without
+/// `--gpu`, or a detected GPU whose driver reports none and whose name the
+/// GPU table does not know): the GeForce RTX 3060's 360 GB/s
+/// ([`super::gpus::DEFAULT_GPU_CARD`]), a mid-range card's figure. Real
+/// 8–12 GB cards have 270–450 GB/s; a flagship's 900+ would promise two to
+/// three times the speed most people get. Plans say when they assume it.
+pub const DEFAULT_GPU_BANDWIDTH_BYTES_PER_S: f64 = 360e9;
 
 /// Everything the planner needs to know about a machine.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -165,6 +168,8 @@ pub enum GpuVendor {
     Amd,
     /// Apple Silicon (Metal backend).
     Apple,
+    /// Intel Arc (SYCL or Vulkan backend).
+    Intel,
     /// Anything else, or unknown.
     Other,
 }
@@ -186,10 +191,76 @@ pub struct GpuInfo {
     /// subtracts this process's own allocations), so on unified machines the
     /// RAM budget must be checked as well.
     pub free_bytes: u64,
-    /// Peak memory bandwidth, when the driver tells us enough to compute it.
+    /// Peak memory bandwidth: reported by the driver (or stated in a
+    /// hardware profile), looked up in the GPU table by name, or assumed;
+    /// `None` when nothing is known (plans then assume
+    /// [`DEFAULT_GPU_BANDWIDTH_BYTES_PER_S`]).
     pub bandwidth_bytes_per_s: Option<f64>,
+    /// Where `bandwidth_bytes_per_s` came from.
+    #[serde(default)]
+    pub bandwidth_source: BandwidthSource,
+    /// Peak dense FP16 throughput, FLOP/s, when the GPU table knows the
+    /// model; prompt-speed estimates use it.
+    #[serde(default)]
+    pub fp16_flops_per_s: Option<f64>,
     /// Stable identifier (NVML UUID, "GPU-…"), when known.
     pub uuid: Option<String>,
+}
+
+/// Where a GPU's bandwidth figure came from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BandwidthSource {
+    /// The driver reported it (NVML: bus width × memory clock), or a hardware
+    /// profile stated it.
+    #[default]
+    Reported,
+    /// The GPU table's figure for the GPU's name (`--gpu NAME`, or a detected
+    /// GPU whose driver reports none).
+    LookedUp,
+    /// Not known: [`DEFAULT_GPU_BANDWIDTH_BYTES_PER_S`] (or, for an
+    /// integrated GPU, the RAM's bandwidth) stands in.
+    Assumed,
+}
+
+impl BandwidthSource {
+    /// How the figure was found, in words ("reported by the driver").
+    #[must_use]
+    pub fn as_words(self) -> &'static str {
+        match self {
+            Self::Reported => "reported",
+            Self::LookedUp => "looked up by name",
+            Self::Assumed => "assumed",
+        }
+    }
+}
+
+impl GpuInfo {
+    /// The bandwidth a plan uses and where it came from: the GPU's own
+    /// figure, else [`DEFAULT_GPU_BANDWIDTH_BYTES_PER_S`], assumed.
+    #[must_use]
+    pub fn planned_bandwidth(&self) -> (f64, BandwidthSource) {
+        match self.bandwidth_bytes_per_s {
+            Some(b) => (b, self.bandwidth_source),
+            None => (DEFAULT_GPU_BANDWIDTH_BYTES_PER_S, BandwidthSource::Assumed),
+        }
+    }
+
+    /// Fills what the GPU table knows about this GPU's model: the bandwidth
+    /// when none was reported, and the FP16 throughput. `memory_bytes` picks
+    /// between a name's configurations (for an integrated GPU, pass the
+    /// machine's RAM). Returns whether the name was found.
+    pub fn fill_from_table(&mut self, memory_bytes: u64) -> bool {
+        let Some(card) = super::gpus::lookup(&self.name, memory_bytes) else {
+            return false;
+        };
+        if self.bandwidth_bytes_per_s.is_none() {
+            self.bandwidth_bytes_per_s = Some(card.gpu.bandwidth_bytes_per_s());
+            self.bandwidth_source = BandwidthSource::LookedUp;
+        }
+        self.fp16_flops_per_s = Some(card.gpu.fp16_flops_per_s());
+        true
+    }
 }
 
 /// How much of the shared RAM an integrated GPU may use.

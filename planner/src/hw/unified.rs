@@ -9,7 +9,7 @@
 //! above (the commonly observed `recommendedMaxWorkingSetSize`; Apple does
 //! not document the rule).
 
-use super::types::{GpuInfo, GpuVendor, UnifiedMemory};
+use super::types::{BandwidthSource, GpuInfo, GpuVendor, UnifiedMemory};
 
 const GIB: u64 = 1 << 30;
 
@@ -23,6 +23,14 @@ pub fn apple_default_gpu_limit(ram_total: u64) -> u64 {
     };
     let limit = u128::from(ram_total) * num / den;
     u64::try_from(limit).unwrap_or(u64::MAX)
+}
+
+/// The GPU limit of an AMD APU by default on Linux: the GTT size, which the
+/// kernel sets to half of RAM unless `amdgpu.gttsize` (or `ttm.pages_limit`)
+/// raises it. Used for a named Strix Halo (`--gpu "Ryzen AI Max+ 395"`);
+/// a probed APU reports its own GTT size.
+pub fn amd_default_gpu_limit(ram_total: u64) -> u64 {
+    ram_total / 2
 }
 
 /// The GPU limit from the sysctl values (`wired_limit_mb` from
@@ -50,36 +58,6 @@ pub fn apple_gpu_limit(
     )
 }
 
-/// Peak memory bandwidth of an Apple chip from its marketing name, in
-/// bytes/s. Where a chip shipped in several memory configurations (M3 Max,
-/// M4 Max) the lower figure is used, so speed estimates err slow.
-pub fn apple_bandwidth(model: &str) -> Option<f64> {
-    // Longest names first so "M1 Pro" is not matched as "M1".
-    const TABLE: [(&str, f64); 17] = [
-        ("M1 Ultra", 800e9),
-        ("M2 Ultra", 800e9),
-        ("M3 Ultra", 819e9),
-        ("M1 Max", 400e9),
-        ("M2 Max", 400e9),
-        ("M3 Max", 300e9),
-        ("M4 Max", 410e9),
-        ("M1 Pro", 200e9),
-        ("M2 Pro", 200e9),
-        ("M3 Pro", 150e9),
-        ("M4 Pro", 273e9),
-        ("M5 Pro", 307e9),
-        ("M1", 68.25e9),
-        ("M2", 100e9),
-        ("M3", 100e9),
-        ("M4", 120e9),
-        ("M5", 153e9),
-    ];
-    TABLE
-        .iter()
-        .find(|(name, _)| model.contains(name))
-        .map(|(_, bw)| *bw)
-}
-
 /// The Apple GPU and its unified-memory limit. `cpu_model` is the chip's
 /// brand string ("Apple M2 Pro"), which is also the GPU's name.
 #[cfg(all(target_os = "macos", target_arch = "aarch64"))]
@@ -89,22 +67,32 @@ pub fn probe_apple(ram_total: u64, cpu_model: &str) -> (GpuInfo, UnifiedMemory) 
         sysctl_u64(c"iogpu.wired_limit_mb"),
         sysctl_u64(c"debug.iogpu.wired_limit"),
     );
-    apple_gpu(cpu_model, limit, source)
+    apple_gpu(cpu_model, ram_total, limit, source)
 }
 
-/// Builds the GPU entry for an Apple chip with this limit. Free equals total
+/// Builds the GPU entry for an Apple chip with this limit, its bandwidth
+/// from the GPU table (the chip's configuration with `ram_total` of memory:
+/// an M3 Max with 36 GB has 300 GB/s, with 48 GB 400). Free equals total
 /// because Metal's free figure only subtracts this process's own
 /// allocations; the RAM budget is what accounts for everything else.
-pub fn apple_gpu(cpu_model: &str, limit: u64, source: String) -> (GpuInfo, UnifiedMemory) {
-    let gpu = GpuInfo {
+pub fn apple_gpu(
+    cpu_model: &str,
+    ram_total: u64,
+    limit: u64,
+    source: String,
+) -> (GpuInfo, UnifiedMemory) {
+    let mut gpu = GpuInfo {
         index: 0,
         name: cpu_model.to_string(),
         vendor: GpuVendor::Apple,
         total_bytes: limit,
         free_bytes: limit,
-        bandwidth_bytes_per_s: apple_bandwidth(cpu_model),
+        bandwidth_bytes_per_s: None,
+        bandwidth_source: BandwidthSource::Assumed,
+        fp16_flops_per_s: None,
         uuid: None,
     };
+    gpu.fill_from_table(ram_total);
     (
         gpu,
         UnifiedMemory {
@@ -167,19 +155,35 @@ mod tests {
     }
 
     #[test]
-    fn bandwidth_table_prefers_the_longest_name() {
-        assert_eq!(apple_bandwidth("Apple M1 Pro"), Some(200e9));
-        assert_eq!(apple_bandwidth("Apple M1"), Some(68.25e9));
-        assert_eq!(apple_bandwidth("Apple M2 Ultra"), Some(800e9));
-        assert_eq!(apple_bandwidth("Intel(R) Core(TM) i9"), None);
+    fn chip_names_find_their_own_bandwidth() {
+        let bw = |chip: &str, ram: u64| apple_gpu(chip, ram, ram / 2, "test".into()).0;
+        assert_eq!(
+            bw("Apple M1 Pro", 16 * GIB).bandwidth_bytes_per_s,
+            Some(200e9)
+        );
+        assert_eq!(bw("Apple M1", 8 * GIB).bandwidth_bytes_per_s, Some(68.25e9));
+        assert_eq!(
+            bw("Apple M2 Ultra", 192 * GIB).bandwidth_bytes_per_s,
+            Some(800e9)
+        );
+        let unknown = bw("Intel(R) Core(TM) i9", 16 * GIB);
+        assert_eq!(unknown.bandwidth_bytes_per_s, None);
+        assert_eq!(unknown.bandwidth_source, BandwidthSource::Assumed);
+        assert_eq!(
+            bw("Apple M1 Pro", 16 * GIB).bandwidth_source,
+            BandwidthSource::LookedUp
+        );
     }
 
     #[test]
     fn apple_gpu_is_unified_with_free_equal_total() {
-        let (gpu, unified) = apple_gpu("Apple M3 Max", 48 * GIB, "test".into());
+        let (gpu, unified) = apple_gpu("Apple M3 Max", 36 * GIB, 24 * GIB, "test".into());
         assert_eq!(gpu.vendor, GpuVendor::Apple);
-        assert_eq!((gpu.total_bytes, gpu.free_bytes), (48 * GIB, 48 * GIB));
-        assert_eq!(unified.gpu_limit_bytes, 48 * GIB);
+        assert_eq!((gpu.total_bytes, gpu.free_bytes), (24 * GIB, 24 * GIB));
+        assert_eq!(unified.gpu_limit_bytes, 24 * GIB);
+        // The 36 GB M3 Max is the 30-core one, at 300 GB/s; 64 GB: 400 GB/s.
         assert_eq!(gpu.bandwidth_bytes_per_s, Some(300e9));
+        let (big, _) = apple_gpu("Apple M3 Max", 64 * GIB, 48 * GIB, "test".into());
+        assert_eq!(big.bandwidth_bytes_per_s, Some(400e9));
     }
 }

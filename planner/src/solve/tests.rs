@@ -416,3 +416,46 @@ proptest! {
         );
     }
 }
+
+/// Every plan says what its speed rests on: each device's bandwidth and
+/// where it came from, and the bytes each reads per token.
+#[test]
+fn speed_basis_names_each_devices_bandwidth_and_bytes() {
+    let m = dense(8_000_000_000, FileType::Q4_K_M);
+    let s = Settings::default();
+    // --vram: an unknown card, assumed at the default.
+    let p = plan(&m, "m", &s, &snapshot(64 * GIB, &[4 * GIB]), GPU);
+    let b = &p.speed_basis;
+    assert_eq!(b.ram.source, RamBandwidthSource::Default);
+    assert_eq!(b.gpus.len(), 1);
+    assert_eq!(b.gpus[0].source, BandwidthSource::Assumed);
+    assert_eq!(
+        b.gpus[0].bandwidth_bytes_per_s,
+        crate::hw::DEFAULT_GPU_BANDWIDTH_BYTES_PER_S
+    );
+    assert_eq!(b.gpus[0].n_layers, p.devices[1].n_layers);
+    // Offloaded: both sides read weights, the GPU's share in proportion.
+    assert!(p.devices[1].n_layers > 0 && p.devices[1].n_layers < m.n_layer);
+    assert!(b.ram.bytes_per_token > 0 && b.gpus[0].bytes_per_token > 0);
+    let total = b.ram.bytes_per_token + b.gpus[0].bytes_per_token;
+    assert!(total >= m.weight_bytes / 2, "{total} of {}", m.weight_bytes);
+
+    // --gpu: the card's own figure, looked up.
+    let card = crate::hw::gpus::resolve("rtx4060").expect("known");
+    let hw = crate::hw::apply_named_gpus(snapshot(64 * GIB, &[]), &[card], false).expect("valid");
+    let p = plan(&m, "m", &s, &hw, GPU);
+    let g = &p.speed_basis.gpus[0];
+    assert_eq!(g.name, "NVIDIA GeForce RTX 4060");
+    assert_eq!(g.source, BandwidthSource::LookedUp);
+    assert_eq!(g.bandwidth_bytes_per_s, 272e9);
+    assert_eq!(g.fp16_flops_per_s, Some(60.5e12));
+    assert_eq!(
+        p.speed_basis.ram.bytes_per_token > 0,
+        p.devices[1].n_layers < m.n_layer
+    );
+
+    // No GPU: only RAM, and it reads everything.
+    let p = plan(&m, "m", &s, &snapshot(64 * GIB, &[]), GPU);
+    assert!(p.speed_basis.gpus.is_empty());
+    assert!(p.speed_basis.ram.bytes_per_token >= m.weight_bytes / 2);
+}
