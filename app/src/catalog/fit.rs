@@ -28,6 +28,7 @@ use headroom_planner::plan::{Plan, Settings, Verdict};
 // re-exported because they are part of this module's public face.
 pub use headroom_planner::rank::{fit_class, quality_class};
 use headroom_planner::solve::{self, Build};
+use headroom_planner::speed::SpeedBasis;
 use headroom_planner::synth::facts::ArchFacts;
 use headroom_planner::synth::mix::FileType;
 use serde::Serialize;
@@ -104,6 +105,10 @@ pub struct Row {
     pub quality_class: i32,
     /// One line on why this quantization and placement.
     pub why: String,
+    /// What the speed estimate assumes (the plan's `speed_basis`: each
+    /// device's bandwidth and its source, bytes read per token), of the
+    /// chosen quantization, or of the closest when none fits.
+    pub speed_basis: SpeedBasis,
     /// The full `plan --json` object of the chosen quantization.
     pub plan: Option<Plan>,
 }
@@ -514,6 +519,7 @@ fn row_with(
             ArchBasis::Estimated => "estimated".into(),
         },
         why: why(e, &planned, best),
+        speed_basis: qp.plan.speed_basis.clone(),
         plan: fits.then(|| qp.plan.clone()),
     }))
 }
@@ -593,6 +599,8 @@ pub struct QuantRow {
     pub chosen: bool,
     /// The verdict `fit` counts (`plan`'s, except paging from disk does not fit).
     pub verdict: Verdict,
+    /// What the speed estimate assumes (as the plan's `speed_basis`).
+    pub speed_basis: SpeedBasis,
     /// The plan.
     pub plan: Plan,
 }
@@ -635,6 +643,7 @@ pub fn quant_rows(
                 bits_per_weight: (p.bpw * 100.0).round() / 100.0,
                 chosen: Some(p.index) == best,
                 verdict: fit_verdict(&p.plan),
+                speed_basis: p.plan.speed_basis.clone(),
                 plan: p.plan,
             }
         })

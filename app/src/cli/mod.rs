@@ -46,12 +46,12 @@ pub enum Command {
     Run(RunArgs),
     /// Chat in the terminal, with memory use and the context always in view.
     Chat(ChatArgs),
-    /// Show the detected hardware (RAM, cgroup and process limits, GPUs, CPU).
+    /// Show the detected hardware (RAM, cgroup and process limits, GPUs, CPU); --gpus lists the known GPUs.
     Hw(HwArgs),
     /// Print llama.cpp's own memory accounting for a model (a no_alloc load: no weights are read).
     #[command(name = "llama-accounting")]
     LlamaAccounting(LlamaAccountingArgs),
-    /// Rank the catalog's models for this machine (or --ram/--vram/--hw), or lay out every quantization of one.
+    /// Rank the catalog's models for this machine (or --ram/--vram/--gpu/--hw), or lay out every quantization of one.
     Fit(FitArgs),
     /// Print the path of the demo model, fetching and verifying it first if needed.
     #[command(name = "demo-model")]
@@ -86,9 +86,17 @@ pub struct MachineArgs {
     /// Plan as if the machine had this much RAM available (e.g. 2GiB, 512MiB).
     #[arg(long, global = true, value_name = "SIZE")]
     pub ram: Option<String>,
-    /// GPU memory per GPU, comma-separated (e.g. 8GiB or 24GiB,24GiB); 0 for no GPU.
+    /// GPU memory per GPU, comma-separated (e.g. 8GiB or 24GiB,24GiB); 0 for no GPU. Bandwidth is assumed (a mid-range card's): name the card with --gpu instead.
     #[arg(long, global = true, value_name = "SIZE[,SIZE…]")]
     pub vram: Option<String>,
+    /// Plan for these GPUs, comma-separated (e.g. rtx4060, "RTX 4060 Ti 16GB", "RTX 3090,RTX 3090", "M4 Max 64GB"): their memory, bandwidth and FP16 from `headroom hw --gpus`. Not with --vram. An Apple chip or Strix Halo is the machine's RAM too, unless --ram says otherwise.
+    #[arg(
+        long = "gpu",
+        global = true,
+        value_name = "NAME[,NAME…]",
+        conflicts_with = "vram"
+    )]
+    pub gpu: Option<String>,
     /// A hardware profile (TOML) to plan for instead of this machine.
     #[arg(long = "hw", global = true, value_name = "FILE")]
     pub hw_file: Option<PathBuf>,
@@ -96,12 +104,37 @@ pub struct MachineArgs {
 
 impl MachineArgs {
     /// The build the plan is for: this binary's backends, or, when planning for
-    /// another machine (`--vram`, `--hw`), a build that can use its GPUs.
+    /// another machine (`--vram`, `--gpu`, `--hw`), a build that can use its GPUs.
     #[must_use]
     pub fn build(&self) -> headroom_planner::solve::Build {
         headroom_planner::solve::Build {
-            gpu: crate::llama::gpu_build() || self.vram.is_some() || self.hw_file.is_some(),
+            gpu: crate::llama::gpu_build()
+                || self.vram.is_some()
+                || self.gpu.is_some()
+                || self.hw_file.is_some(),
         }
+    }
+
+    /// `--gpu`: the named cards from the GPU table, in order; `None` when
+    /// not given.
+    ///
+    /// # Errors
+    /// An empty entry, or a name that is unknown or ambiguous (the error
+    /// lists the close matches).
+    pub fn named_gpus(&self) -> Result<Option<Vec<hw::gpus::NamedGpu>>> {
+        let Some(list) = self.gpu.as_deref() else {
+            return Ok(None);
+        };
+        let cards = list
+            .split(',')
+            .map(|name| {
+                if name.trim().is_empty() {
+                    bail!("--gpu: an empty name in '{list}' (e.g. --gpu rtx4060 or --gpu \"RTX 3090,RTX 3090\")");
+                }
+                hw::gpus::resolve(name.trim()).context("--gpu")
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Some(cards))
     }
 
     /// Validate into planner overrides.
@@ -479,6 +512,9 @@ pub struct HwArgs {
     /// Print as JSON.
     #[arg(long)]
     pub json: bool,
+    /// List the known GPUs instead (the names --gpu takes): memory, bandwidth, FP16, source.
+    #[arg(long)]
+    pub gpus: bool,
 }
 
 /// `headroom llama-accounting`.

@@ -1,5 +1,7 @@
 //! `headroom fit`: rank the catalog's models for this machine (or the one
-//! `--ram/--vram/--hw` describe), or lay out every quantization of one model.
+//! `--ram/--vram/--gpu/--hw` describe), or lay out every quantization of one
+//! model. Under the machine, the bandwidths the speeds rest on, and where
+//! each figure came from.
 //! The ranking itself lives in [`crate::catalog::fit`]; this is its text and
 //! JSON.
 
@@ -215,6 +217,13 @@ fn terminal_width() -> Option<(u16, u16)> {
 fn ranking_text(rows: &[Row], cat: &Catalog, hw: &HardwareSnapshot) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "machine   {}", machine_text(hw));
+    if let Some(r) = rows.first() {
+        let _ = writeln!(
+            s,
+            "speed     {}",
+            crate::render::basis::machine_line(&r.speed_basis)
+        );
+    }
     let _ = writeln!(
         s,
         "catalog   {} models ({}); best first: runs fully, then quality class, then speed\n",
@@ -317,7 +326,16 @@ fn model_text(
         }
     };
     let _ = writeln!(s, "arch      {arch}");
-    let _ = writeln!(s, "machine   {}\n", machine_text(hw));
+    let _ = writeln!(s, "machine   {}", machine_text(hw));
+    if let Some(r) = rows.iter().find(|r| r.chosen).or(rows.first()) {
+        let _ = writeln!(
+            s,
+            "speed     {}: {}",
+            r.quant,
+            crate::render::basis::plan_line(&r.speed_basis)
+        );
+    }
+    s.push('\n');
     let mut t = table(&[
         "",
         "quant",

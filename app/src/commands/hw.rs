@@ -1,10 +1,11 @@
-//! `headroom hw`: what was detected (or simulated), as text or JSON.
+//! `headroom hw`: what was detected (or simulated), as text or JSON; with
+//! `--gpus`, the table of known GPUs that `--gpu` names.
 
 use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use headroom_planner::hw::format_size;
+use headroom_planner::hw::{BandwidthSource, format_size};
 
 use super::hardware;
 use crate::cli::{HwArgs, MachineArgs};
@@ -14,6 +15,9 @@ use crate::cli::{HwArgs, MachineArgs};
 /// # Errors
 /// A bad hardware profile or override.
 pub fn run(args: &HwArgs, machine: &MachineArgs) -> Result<ExitCode> {
+    if args.gpus {
+        return crate::render::gpus::print(args.json);
+    }
     let hw = hardware(machine)?;
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -85,9 +89,20 @@ pub fn run(args: &HwArgs, machine: &MachineArgs) -> Result<ExitCode> {
         writeln!(out, "GPU      none")?;
     }
     for g in &hw.gpus {
-        let bw = g
-            .bandwidth_bytes_per_s
-            .map_or_else(String::new, |b| format!(", {:.0} GB/s", b / 1e9));
+        let (b, source) = g.planned_bandwidth();
+        let bw = match source {
+            BandwidthSource::Assumed if g.bandwidth_bytes_per_s.is_none() => format!(
+                ", bandwidth unknown (plans assume {:.0} GB/s: {})",
+                b / 1e9,
+                crate::render::basis::NAME_THE_CARD
+            ),
+            BandwidthSource::Assumed => format!(
+                ", {:.0} GB/s assumed ({})",
+                b / 1e9,
+                crate::render::basis::NAME_THE_CARD
+            ),
+            _ => format!(", {:.0} GB/s ({})", b / 1e9, source.as_words()),
+        };
         writeln!(
             out,
             "GPU{}     {} ({:?}): {} free of {}{bw}",

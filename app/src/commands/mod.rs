@@ -54,13 +54,17 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-/// Detect this machine, or load the profile, then apply `--ram`/`--vram`.
+/// Detect this machine, or load the profile, then apply `--ram`/`--vram`,
+/// then `--gpu`.
 ///
 /// # Errors
 /// A profile that cannot be read, or an override that does not parse.
 pub fn hardware(machine: &MachineArgs) -> Result<HardwareSnapshot> {
     let mut overrides = machine
         .overrides()
+        .map_err(|e| UsageError(format!("{e:#}")))?;
+    let cards = machine
+        .named_gpus()
         .map_err(|e| UsageError(format!("{e:#}")))?;
     // The profile is loaded here once; `apply_overrides` then only applies sizes.
     let base = match overrides.profile.take() {
@@ -70,7 +74,12 @@ pub fn hardware(machine: &MachineArgs) -> Result<HardwareSnapshot> {
             cache_dir: crate::files::cache_dir().ok(),
         }),
     };
-    phw::apply_overrides(base, &overrides).map_err(|e| UsageError(e.to_string()).into())
+    let hw = phw::apply_overrides(base, &overrides).map_err(|e| UsageError(e.to_string()))?;
+    match cards {
+        None => Ok(hw),
+        Some(cards) => phw::apply_named_gpus(hw, &cards, overrides.ram_bytes.is_some())
+            .map_err(|e| UsageError(e.to_string()).into()),
+    }
 }
 
 /// Resolve MODEL and the machine, then plan, guard and cross-check the load
@@ -106,14 +115,22 @@ pub fn preflight(
         threads: gen_args.threads,
         siblings: &crate::source::siblings,
     })?;
-    let vram_asked = machine.vram.as_deref().is_some_and(|v| v != "0");
+    let gpu_flag = if machine.gpu.is_some() {
+        Some("--gpu")
+    } else {
+        machine
+            .vram
+            .as_deref()
+            .is_some_and(|v| v != "0")
+            .then_some("--vram")
+    };
     if let Decision::Ready(go) = &mut decision
-        && vram_asked
+        && let Some(flag) = gpu_flag
         && !crate::llama::gpu_build()
     {
         go.warnings.insert(
             0,
-            "this build has no GPU backend: --vram is ignored when running".to_string(),
+            format!("this build has no GPU backend: {flag} is ignored when running"),
         );
     }
     Ok(decision)

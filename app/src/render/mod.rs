@@ -1,7 +1,10 @@
 //! Turning plans into text for people: the device table, the RAM residency
-//! line, warnings and the llama.cpp command line. JSON is serde's job.
+//! line, what the speed estimate assumes, warnings and the llama.cpp command
+//! line. JSON is serde's job.
 
+pub mod basis;
 pub mod curve;
+pub mod gpus;
 
 use std::fmt::Write as _;
 
@@ -114,7 +117,8 @@ pub fn plan_text(p: &Plan, hw: &HardwareSnapshot) -> String {
     if let Some(full) = p.est_full_gpu_decode_tokens_per_s {
         let _ = write!(speed, " ({full:.1} tok/s fully on GPU)");
     }
-    let _ = writeln!(s, "{speed}\n");
+    let _ = writeln!(s, "{speed}");
+    let _ = writeln!(s, "basis     {}\n", basis::plan_line(&p.speed_basis));
 
     let mut t = Table::new();
     t.load_preset(UTF8_BORDERS_ONLY);

@@ -56,6 +56,8 @@ pub struct Planned {
     pub n_gpu_layers: u32,
     /// The verdict.
     pub verdict: headroom_planner::plan::Verdict,
+    /// What the speed estimates assume (as `plan --json`'s `speed_basis`).
+    pub speed_basis: headroom_planner::speed::SpeedBasis,
 }
 
 /// Measurements, in `run --json`.
@@ -95,6 +97,7 @@ impl Report {
                 n_ctx: plan.n_ctx,
                 n_gpu_layers: plan.n_gpu_layers,
                 verdict: plan.verdict,
+                speed_basis: plan.speed_basis.clone(),
             },
             measured: Measured {
                 rss_after_load_bytes: rss_after_load,

@@ -635,3 +635,180 @@ fn sizes_verified_by_catalog_refresh_replace_the_listed_ones() {
     let eight = rows.iter().find(|r| r["quant"] == "Q8_0").expect("Q8_0");
     assert_eq!(eight["verified"], false);
 }
+
+/// Named GPUs (issue #14): `fit --gpu NAME` plans for every card of the
+/// table, and each row with layers on the card says, at its top level, that
+/// the speed rests on the card's bandwidth (looked up by name) and how many
+/// bytes it reads per token there.
+#[test]
+fn fit_plans_for_every_named_gpu_and_names_its_bandwidth() {
+    use headroom_planner::hw::gpus::{self, NamedGpu};
+    let cards: Vec<NamedGpu> = gpus::table()
+        .iter()
+        .map(|gpu| NamedGpu {
+            gpu,
+            memory_gb: *gpu.memory_gb.last().expect("a size"),
+        })
+        .collect();
+    assert!(cards.len() >= 40);
+    let check = |card: &NamedGpu| -> Result<usize, String> {
+        let name = card.display_name();
+        // A discrete card goes into a 32 GiB machine; an integrated one is the RAM.
+        let mut args = vec!["fit", "--json", "--gpu", name.as_str()];
+        if !card.gpu.unified {
+            args.extend(["--ram", "32GiB"]);
+        }
+        let out = headroom(&args);
+        let rows: Vec<Value> = serde_json::from_str(&out.stdout)
+            .map_err(|e| format!("{name}: {e}: {:?} {}", out.code, out.stderr))?;
+        let expected = if rows.iter().any(runs) { 0 } else { 3 };
+        if out.code != Some(expected) {
+            return Err(format!("{name}: exit {:?}: {}", out.code, out.stderr));
+        }
+        let mut on_gpu = 0;
+        for r in &rows {
+            let basis = &r["speed_basis"];
+            let gpu = &basis["gpus"][0];
+            if basis["ram"]["bandwidth_bytes_per_s"].as_f64().is_none() || gpu.is_null() {
+                return Err(format!("{name}, {}: speed_basis {basis}", r["id"]));
+            }
+            if r["n_gpu_layers"].as_u64().unwrap_or(0) == 0 {
+                continue;
+            }
+            on_gpu += 1;
+            let ok = gpu["name"] == name.as_str()
+                && gpu["bandwidth_bytes_per_s"].as_f64() == Some(card.gpu.bandwidth_gb_s * 1e9)
+                && gpu["source"] == "looked_up"
+                && gpu["bytes_per_token"].as_u64().is_some_and(|b| b > 0)
+                && gpu["n_layers"].as_u64().is_some_and(|n| n > 0);
+            if !ok {
+                return Err(format!("{name}, {}: speed_basis {basis}", r["id"]));
+            }
+        }
+        Ok(on_gpu)
+    };
+    // A few at a time: each is a whole ranking of the catalog.
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: Vec<(String, Result<usize, String>)> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut done = Vec::new();
+                    while let Some(c) =
+                        cards.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+                    {
+                        done.push((c.display_name(), check(c)));
+                    }
+                    done
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().expect("worker"))
+            .collect()
+    });
+    let failures: Vec<&String> = results
+        .iter()
+        .filter_map(|(_, r)| r.as_ref().err())
+        .collect();
+    assert!(failures.is_empty(), "{failures:#?}");
+    for (name, r) in &results {
+        assert!(
+            r.as_ref().is_ok_and(|&n| n > 0),
+            "{name}: no model has a layer on it"
+        );
+    }
+}
+
+#[test]
+fn speed_basis_is_on_every_row_even_when_nothing_fits() {
+    // Nothing runs in 256 MiB without a GPU: the rows still say what the
+    // (closest) estimate assumed.
+    let rows = fit_json(&["--ram", "256MiB", "--vram", "0"]);
+    assert!(!rows.iter().any(runs));
+    for r in &rows {
+        let b = &r["speed_basis"];
+        assert!(r["plan"].is_null(), "{}", r["id"]);
+        assert!(
+            b["ram"]["bytes_per_token"].as_u64().is_some_and(|n| n > 0),
+            "{}: {b}",
+            r["id"]
+        );
+        assert_eq!(b["gpus"], serde_json::json!([]), "{}", r["id"]);
+        assert!(
+            matches!(
+                b["ram"]["source"].as_str(),
+                Some("measured" | "calibrated" | "default")
+            ),
+            "{b}"
+        );
+    }
+    // --vram names no card: the bandwidth is assumed, and the screen says how to name it.
+    let rows = fit_json(&["--ram", "16GiB", "--vram", "8GiB"]);
+    let gpu = &rows[0]["speed_basis"]["gpus"][0];
+    assert_eq!(gpu["source"], "assumed", "{gpu}");
+    assert_eq!(
+        gpu["bandwidth_bytes_per_s"].as_f64(),
+        Some(headroom_planner::hw::DEFAULT_GPU_BANDWIDTH_BYTES_PER_S)
+    );
+    let text = headroom(["fit", "--ram", "16GiB", "--vram", "8GiB", "--top", "1"]);
+    assert!(
+        text.stdout
+            .contains("GPU0 360 GB/s (assumed: name the card with --gpu)"),
+        "{}",
+        text.stdout
+    );
+    let text = headroom(["fit", "--ram", "16GiB", "--gpu", "RTX 4060", "--top", "1"]);
+    assert!(
+        text.stdout
+            .contains("NVIDIA GeForce RTX 4060 272 GB/s (looked up by name)"),
+        "{}",
+        text.stdout
+    );
+    // `fit MODEL`: every quantization carries it too.
+    let out = headroom([
+        "fit",
+        "llama-3.1-8b-instruct",
+        "--json",
+        "--ram",
+        "16GiB",
+        "--gpu",
+        "rtx4060",
+    ]);
+    let doc: Value = serde_json::from_str(&out.stdout).expect("JSON");
+    for q in doc["quants"].as_array().expect("quants") {
+        assert_eq!(q["speed_basis"], q["plan"]["speed_basis"], "{}", q["quant"]);
+        assert_eq!(q["speed_basis"]["gpus"][0]["bandwidth_bytes_per_s"], 272e9);
+    }
+}
+
+#[test]
+fn a_gpu_name_that_is_not_one_card_is_a_one_line_usage_error() {
+    for (name, needles) in [
+        (
+            "rtx4060ti",
+            &["ambiguous", "RTX 4060 Ti 8GB", "RTX 4060 Ti 16GB"][..],
+        ),
+        ("rtx4065", &["unknown GPU", "RTX 4060", "hw --gpus"][..]),
+        ("RTX 4090 48GB", &["comes with 24GB"][..]),
+        ("rtx4060,", &["empty name"][..]),
+        ("M4 Max 64GB,RTX 4090", &["named alone"][..]),
+    ] {
+        let out = headroom(["fit", "--gpu", name]);
+        assert_eq!(out.code, Some(2), "--gpu {name}: {}", out.stderr);
+        assert_eq!(
+            out.stderr.lines().count(),
+            1,
+            "--gpu {name}: {}",
+            out.stderr
+        );
+        for n in needles {
+            assert!(out.stderr.contains(n), "--gpu {name}: {}", out.stderr);
+        }
+    }
+    // --gpu and --vram say different things about the same GPUs.
+    let out = headroom(["fit", "--gpu", "rtx4060", "--vram", "8GiB"]);
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("cannot be used with"), "{}", out.stderr);
+}

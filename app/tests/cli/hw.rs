@@ -1,8 +1,9 @@
-//! `headroom hw`: the probe's JSON on this machine, hardware profiles, and
-//! `--ram`/`--vram` overrides.
+//! `headroom hw`: the probe's JSON on this machine, hardware profiles,
+//! `--ram`/`--vram`/`--gpu` overrides, the table of known GPUs (`--gpus`),
+//! and the speed basis a plan for a named GPU carries.
 
 use crate::common::{
-    GIB, MIB, arr_at, assert_one_line_error, hw_fixture, json, run, str_at, u64_at,
+    GIB, MIB, arr_at, assert_one_line_error, f64_at, hw_fixture, json, run, str_at, u64_at,
 };
 
 #[test]
@@ -147,5 +148,149 @@ fn hw_errors_are_one_line() {
         2,
         &["--vram", "eight"],
         "--vram eight",
+    );
+}
+
+#[test]
+fn hw_gpus_lists_the_table_with_sources() {
+    let v = json(["hw", "--gpus", "--json"], 0);
+    assert_eq!(u64_at(&v, "/schema_version"), 1);
+    assert_eq!(str_at(&v, "/default/card"), "GeForce RTX 3060");
+    assert_eq!(f64_at(&v, "/default/bandwidth_bytes_per_s"), 360e9);
+    let gpus = arr_at(&v, "/gpus");
+    assert!(gpus.len() >= 40, "{} GPUs", gpus.len());
+    for (i, _) in gpus.iter().enumerate() {
+        let at = |f: &str| format!("/gpus/{i}/{f}");
+        let name = str_at(&v, &at("full_name"));
+        assert!(str_at(&v, &at("source")).contains("https://"), "{name}");
+        assert!(f64_at(&v, &at("bandwidth_gb_s")) > 0.0, "{name}");
+        assert!(f64_at(&v, &at("fp16_tflops")) > 0.0, "{name}");
+        assert!(!arr_at(&v, &at("memory_gb")).is_empty(), "{name}");
+    }
+    for vendor in ["nvidia", "amd", "intel", "apple"] {
+        assert!(
+            gpus.iter().any(|g| g["vendor"] == vendor),
+            "no {vendor} GPU"
+        );
+    }
+
+    let text = run(["hw", "--gpus"]);
+    assert_eq!(text.code, Some(0), "{}", text.stderr);
+    for name in [
+        "GeForce RTX 4060 Ti",
+        "Radeon RX 7900 XTX",
+        "Arc B580",
+        "Apple M4 Max",
+        "H100 SXM",
+    ] {
+        assert!(
+            text.stdout.contains(name),
+            "{name} not listed:\n{}",
+            text.stdout
+        );
+    }
+    assert!(text.stdout.contains("360 GB/s"), "{}", text.stdout);
+}
+
+#[test]
+fn hw_gpu_names_cards_and_vram_assumes_a_mid_range_one() {
+    let v = json(["hw", "--json", "--gpu", "rtx4060, RTX 4060 Ti 16GB"], 0);
+    assert_eq!(v["source"], "Overridden");
+    assert_eq!(str_at(&v, "/gpus/0/name"), "NVIDIA GeForce RTX 4060");
+    assert_eq!(u64_at(&v, "/gpus/0/total_bytes"), 8 * GIB);
+    assert_eq!(f64_at(&v, "/gpus/0/bandwidth_bytes_per_s"), 272e9);
+    assert_eq!(str_at(&v, "/gpus/0/bandwidth_source"), "looked_up");
+    assert_eq!(
+        str_at(&v, "/gpus/1/name"),
+        "NVIDIA GeForce RTX 4060 Ti 16GB"
+    );
+    assert_eq!(u64_at(&v, "/gpus/1/free_bytes"), 16 * GIB);
+    assert!(v["unified"].is_null());
+
+    // An Apple chip is the machine: its RAM, and macOS's share for the GPU.
+    let v = json(["hw", "--json", "--gpu", "M2 Max 96GB"], 0);
+    assert_eq!(u64_at(&v, "/ram/total_bytes"), 96 * GIB);
+    assert_eq!(u64_at(&v, "/unified/gpu_limit_bytes"), 72 * GIB);
+    assert_eq!(str_at(&v, "/gpus/0/vendor"), "apple");
+    assert_eq!(f64_at(&v, "/gpus/0/bandwidth_bytes_per_s"), 400e9);
+    // … unless --ram says how much of it there is.
+    let v = json(
+        ["hw", "--json", "--gpu", "M2 Max 96GB", "--ram", "48GiB"],
+        0,
+    );
+    assert_eq!(u64_at(&v, "/ram/total_bytes"), 48 * GIB);
+    assert_eq!(u64_at(&v, "/unified/gpu_limit_bytes"), 36 * GIB);
+
+    let v = json(["hw", "--json", "--vram", "8GiB"], 0);
+    assert_eq!(str_at(&v, "/gpus/0/bandwidth_source"), "assumed");
+    assert_eq!(f64_at(&v, "/gpus/0/bandwidth_bytes_per_s"), 360e9);
+    let text = run(["hw", "--vram", "8GiB"]);
+    assert!(
+        text.stdout
+            .contains("360 GB/s assumed (name the card with --gpu)"),
+        "{}",
+        text.stdout
+    );
+
+    assert_one_line_error(
+        &run(["hw", "--gpu", "rtx4060ti"]),
+        2,
+        &["--gpu", "ambiguous", "RTX 4060 Ti 16GB"],
+        "--gpu rtx4060ti",
+    );
+    assert_one_line_error(
+        &run(["hw", "--gpu", "geforce 4065"]),
+        2,
+        &["--gpu", "unknown GPU", "hw --gpus"],
+        "--gpu geforce 4065",
+    );
+}
+
+/// `plan --json` with a named card says what the speed rests on: the card's
+/// bandwidth, looked up, and the bytes read per token on each device, which
+/// the text shows beside the estimate.
+#[test]
+fn a_plan_for_a_named_gpu_carries_its_speed_basis() {
+    let args = [
+        "plan", "--json", "--ram", "8GiB", "--gpu", "RTX 3060", "-c", "2048",
+    ];
+    let p = json(args, 0);
+    assert_eq!(
+        str_at(&p, "/speed_basis/gpus/0/name"),
+        "NVIDIA GeForce RTX 3060"
+    );
+    assert_eq!(str_at(&p, "/speed_basis/gpus/0/source"), "looked_up");
+    assert_eq!(
+        f64_at(&p, "/speed_basis/gpus/0/bandwidth_bytes_per_s"),
+        360e9
+    );
+    assert_eq!(f64_at(&p, "/speed_basis/gpus/0/fp16_flops_per_s"), 51e12);
+    assert_eq!(
+        u64_at(&p, "/speed_basis/gpus/0/n_layers"),
+        u64_at(&p, "/devices/1/n_layers")
+    );
+    let on_gpu = u64_at(&p, "/speed_basis/gpus/0/bytes_per_token");
+    let weights = u64_at(&p, "/devices/1/weights_bytes");
+    assert!(
+        on_gpu > 0 && on_gpu <= weights + u64_at(&p, "/devices/1/kv_bytes"),
+        "{on_gpu} read per token of {weights} weights"
+    );
+    assert!(matches!(
+        str_at(&p, "/speed_basis/ram/source"),
+        "measured" | "calibrated" | "default"
+    ));
+    u64_at(&p, "/speed_basis/ram/bytes_per_token");
+
+    let text = run(["plan", "--ram", "8GiB", "--gpu", "RTX 3060", "-c", "2048"]);
+    assert_eq!(text.code, Some(0), "{}", text.stderr);
+    let basis = text
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("basis "))
+        .unwrap_or_else(|| panic!("no basis line:\n{}", text.stdout));
+    assert!(
+        basis.contains("NVIDIA GeForce RTX 3060 360 GB/s (looked up by name)")
+            && basis.contains("GB/token"),
+        "{basis}"
     );
 }

@@ -120,6 +120,15 @@ fn json_has_every_field_with_sane_values_and_matches_plan() {
         p.pointer("/devices"),
         "planned devices differ from plan --json"
     );
+    // What the speed estimate assumed (issue #14), as `plan --json` says it.
+    let basis = r
+        .pointer("/planned/speed_basis")
+        .unwrap_or_else(|| panic!("planned lacks speed_basis: {r:#}"));
+    assert_eq!(Some(basis), p.pointer("/speed_basis"));
+    assert!(
+        u64_at(&r, "/planned/speed_basis/ram/bytes_per_token") > 0,
+        "no GPU: the CPU reads the weights: {basis:#}"
+    );
     let vram = r
         .pointer("/measured/vram_used_bytes")
         .and_then(Value::as_array)

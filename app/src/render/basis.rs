@@ -1,0 +1,136 @@
+//! What a speed estimate rests on, in words: each device's bandwidth, where
+//! that figure came from, and the bytes it reads per generated token. An
+//! assumed figure says how to replace it.
+
+use headroom_planner::hw::BandwidthSource;
+use headroom_planner::speed::{GpuBasis, RamBandwidthSource, RamBasis, SpeedBasis};
+
+/// What to do about a GPU bandwidth nobody stated.
+pub const NAME_THE_CARD: &str = "name the card with --gpu";
+
+fn gb_s(bytes_per_s: f64) -> String {
+    let gb = bytes_per_s / 1e9;
+    if gb < 100.0 {
+        format!("{gb:.1} GB/s")
+    } else {
+        format!("{gb:.0} GB/s")
+    }
+}
+
+fn gpu_source(g: &GpuBasis) -> String {
+    match g.source {
+        BandwidthSource::Reported => "reported".into(),
+        BandwidthSource::LookedUp => "looked up by name".into(),
+        BandwidthSource::Assumed => format!("assumed: {NAME_THE_CARD}"),
+    }
+}
+
+fn ram_source(r: &RamBasis) -> String {
+    match (r.source, r.calibration_runs) {
+        (RamBandwidthSource::Calibrated, Some(n)) => {
+            format!("calibrated from {n} run{}", if n == 1 { "" } else { "s" })
+        }
+        (RamBandwidthSource::Default, _) => "default, not measured".into(),
+        (s, _) => s.as_words().into(),
+    }
+}
+
+fn gpu_phrase(g: &GpuBasis) -> String {
+    format!(
+        "{} {} ({})",
+        g.name,
+        gb_s(g.bandwidth_bytes_per_s),
+        gpu_source(g)
+    )
+}
+
+fn ram_phrase(r: &RamBasis) -> String {
+    format!("RAM {} ({})", gb_s(r.bandwidth_bytes_per_s), ram_source(r))
+}
+
+fn per_token(bytes: u64) -> String {
+    format!("{:.2} GB/token", bytes as f64 / 1e9)
+}
+
+/// One line for a plan: every device that reads weights, its bandwidth and
+/// source, and its bytes per token ("NVIDIA GeForce RTX 4060 272 GB/s
+/// (looked up by name), 3.91 GB/token; RAM 21.5 GB/s (measured), 0.52
+/// GB/token"). The RAM is left out when it reads nothing and GPUs do.
+#[must_use]
+pub fn plan_line(b: &SpeedBasis) -> String {
+    let mut parts: Vec<String> = b
+        .gpus
+        .iter()
+        .map(|g| format!("{}, {}", gpu_phrase(g), per_token(g.bytes_per_token)))
+        .collect();
+    if b.ram.bytes_per_token > 0 || b.gpus.is_empty() {
+        parts.push(format!(
+            "{}, {}",
+            ram_phrase(&b.ram),
+            per_token(b.ram.bytes_per_token)
+        ));
+    }
+    parts.join("; ")
+}
+
+/// One line for a machine (the bandwidths every row of a ranking shares):
+/// "NVIDIA GeForce RTX 4060 272 GB/s (looked up by name); RAM 21.5 GB/s
+/// (measured)".
+#[must_use]
+pub fn machine_line(b: &SpeedBasis) -> String {
+    let mut parts: Vec<String> = b.gpus.iter().map(gpu_phrase).collect();
+    parts.push(ram_phrase(&b.ram));
+    parts.join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn basis(source: BandwidthSource, ram_bytes: u64) -> SpeedBasis {
+        SpeedBasis {
+            ram: RamBasis {
+                bandwidth_bytes_per_s: 21.46e9,
+                source: RamBandwidthSource::Measured,
+                calibration_runs: None,
+                bytes_per_token: ram_bytes,
+            },
+            gpus: vec![GpuBasis {
+                name: "GPU0".into(),
+                bandwidth_bytes_per_s: 360e9,
+                source,
+                fp16_flops_per_s: None,
+                bytes_per_token: 4_420_000_000,
+                n_layers: 30,
+            }],
+        }
+    }
+
+    #[test]
+    fn an_assumed_gpu_says_how_to_name_it() {
+        assert_eq!(
+            plan_line(&basis(BandwidthSource::Assumed, 610_000_000)),
+            "GPU0 360 GB/s (assumed: name the card with --gpu), 4.42 GB/token; \
+             RAM 21.5 GB/s (measured), 0.61 GB/token"
+        );
+        assert_eq!(
+            plan_line(&basis(BandwidthSource::LookedUp, 0)),
+            "GPU0 360 GB/s (looked up by name), 4.42 GB/token"
+        );
+        assert_eq!(
+            machine_line(&basis(BandwidthSource::Reported, 0)),
+            "GPU0 360 GB/s (reported); RAM 21.5 GB/s (measured)"
+        );
+    }
+
+    #[test]
+    fn ram_sources_in_words() {
+        let mut b = basis(BandwidthSource::Reported, 1);
+        b.gpus.clear();
+        b.ram.source = RamBandwidthSource::Default;
+        assert!(plan_line(&b).contains("(default, not measured)"));
+        b.ram.source = RamBandwidthSource::Calibrated;
+        b.ram.calibration_runs = Some(3);
+        assert!(plan_line(&b).contains("(calibrated from 3 runs)"));
+    }
+}
