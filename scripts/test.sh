@@ -21,7 +21,7 @@ export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
 
 phase build cargo build --release --workspace --all-targets
 # Fetch (or verify) the real test model before the tests that need it.
-HEADROOM_TEST_MODEL="$(./target/release/headroom demo-model)"
+HEADROOM_TEST_MODEL="$(./target/release/headroom demo-model demo-base)"
 export HEADROOM_TEST_MODEL
 # Planning speed against llama.cpp's own accounting (prints the ratios; fails under 20x).
 status=0

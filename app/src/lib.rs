@@ -16,5 +16,6 @@ pub mod files;
 pub mod llama;
 pub mod render;
 pub mod runner;
+pub mod server;
 pub mod source;
 pub mod tui;

@@ -2,7 +2,8 @@
 //! model (issue #3's acceptance): the same text twice at `--temp 0`, the
 //! `--json` object against `plan --json`, measured against planned RAM peaks
 //! (the demo model and a synthetic 1B llama), refusals that read no weights,
-//! Ctrl-C, bad usage, `--stop`, and the calibration `plan` shows afterwards.
+//! Ctrl-C, bad usage, `--stop`, and the calibration `plan` shows afterwards;
+//! and `headroom serve` driven by the official OpenAI client (`serve`).
 //!
 //! Every test gets its own `HEADROOM_DATA_DIR`, so the calibration log never
 //! touches the user's. Model runs take a lock and run one at a time.
@@ -30,6 +31,8 @@ mod output;
 mod refuse;
 #[path = "run/run_load.rs"]
 mod run_load;
+#[path = "run/serve.rs"]
+mod serve;
 #[path = "run/soak.rs"]
 mod soak;
 #[path = "run/support.rs"]

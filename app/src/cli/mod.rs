@@ -21,6 +21,7 @@ use clap::{Args, Parser, Subcommand};
 use headroom_planner::gguf::GgmlType;
 use headroom_planner::hw::{self, Overrides};
 use headroom_planner::plan::{FlashAttn, Settings};
+pub use headroom_planner::slots::Parallel;
 
 /// headroom: know before you load whether a model fits.
 #[derive(Debug, Parser)]
@@ -46,6 +47,8 @@ pub enum Command {
     Run(RunArgs),
     /// Chat in the terminal, with memory use and the context always in view.
     Chat(ChatArgs),
+    /// Serve the model over an OpenAI-compatible HTTP API, with planned slots and a bounded queue.
+    Serve(ServeArgs),
     /// Show the detected hardware (RAM, cgroup and process limits, GPUs, CPU); --gpus lists the known GPUs.
     Hw(HwArgs),
     /// Print llama.cpp's own memory accounting for a model (a no_alloc load: no weights are read).
@@ -53,9 +56,9 @@ pub enum Command {
     LlamaAccounting(LlamaAccountingArgs),
     /// Rank the catalog's models for this machine (or --ram/--vram/--gpu/--hw), or lay out every quantization of one.
     Fit(FitArgs),
-    /// Print the path of the demo model, fetching and verifying it first if needed.
+    /// Print the path of a demo model (`demo`: SmolLM2 135M Instruct; `demo-base`: Gemma 3 270M), fetching and verifying it first if needed.
     #[command(name = "demo-model")]
-    DemoModel,
+    DemoModel(DemoModelArgs),
     /// Download a model from Hugging Face (org/repo[:QUANT]); without QUANT the planner picks it for this machine.
     Pull(PullArgs),
     /// List the models on disk (Hugging Face cache, --models-dir) and whether each fits here.
@@ -64,6 +67,14 @@ pub enum Command {
     Catalog(CatalogArgs),
     /// Print a shell completion script (e.g. `headroom completions bash > ~/.local/share/bash-completion/completions/headroom`).
     Completions(CompletionsArgs),
+}
+
+/// `headroom demo-model`.
+#[derive(Debug, Args)]
+pub struct DemoModelArgs {
+    /// Which demo model.
+    #[arg(value_name = "NAME", default_value = "demo", value_parser = ["demo", "demo-base"])]
+    pub name: String,
 }
 
 /// `headroom completions`.
@@ -195,9 +206,9 @@ pub struct ContextArgs {
     /// Physical batch size (-ub).
     #[arg(long = "ubatch-size", value_name = "N", default_value_t = headroom_planner::plan::DEFAULT_N_UBATCH)]
     pub ubatch_size: u32,
-    /// Parallel sequences sharing the context (-np).
-    #[arg(long = "parallel", value_name = "N", default_value_t = 1)]
-    pub parallel: u32,
+    /// Parallel sequences sharing the context (-np; -c is split between them). `auto` (plan, serve; serve's default): as many 4096-token slots as fit, up to 4, never at the cost of a GPU layer.
+    #[arg(long = "parallel", value_name = "N|auto", value_parser = parse_parallel)]
+    pub parallel: Option<Parallel>,
     /// Layers to put on the GPU (-ngl); default: as many as fit.
     #[arg(long = "n-gpu-layers", value_name = "N")]
     pub n_gpu_layers: Option<u32>,
@@ -240,15 +251,13 @@ impl ContextArgs {
             }
             Ok(ty)
         };
-        if self.batch_size == 0 || self.ubatch_size == 0 || self.parallel == 0 {
-            bail!("--batch-size, --ubatch-size and --parallel must be at least 1");
+        if self.batch_size == 0 || self.ubatch_size == 0 {
+            bail!("--batch-size and --ubatch-size must be at least 1");
         }
-        // llama.cpp's own limits: LLAMA_MAX_SEQ sequences; batches and
-        // contexts far beyond any machine's memory are refused here rather
-        // than planned with numbers that mean nothing.
-        if self.parallel > 256 {
-            bail!("--parallel: llama.cpp runs at most 256 sequences");
-        }
+        // llama.cpp's own limits: LLAMA_MAX_SEQ (256) sequences, checked by
+        // `parse_parallel`; batches and contexts far beyond any machine's
+        // memory are refused here rather than planned with numbers that mean
+        // nothing.
         if self.batch_size > 1 << 24 || self.ubatch_size > 1 << 24 {
             bail!("--batch-size and --ubatch-size must be at most 16777216");
         }
@@ -271,7 +280,10 @@ impl ContextArgs {
             n_ctx: self.ctx_size,
             n_batch: self.batch_size,
             n_ubatch: self.ubatch_size,
-            n_parallel: self.parallel,
+            n_parallel: match self.parallel {
+                Some(Parallel::Fixed(n)) => n,
+                Some(Parallel::Auto) | None => 1,
+            },
             n_gpu_layers: self.n_gpu_layers,
             cache_type_k: cache(&self.cache_type_k, "--cache-type-k")?,
             cache_type_v: type_v,
@@ -289,10 +301,23 @@ impl ContextArgs {
     }
 }
 
+/// `--parallel N|auto` (1 to 256 sequences: llama.cpp's LLAMA_MAX_SEQ).
+fn parse_parallel(s: &str) -> Result<Parallel, String> {
+    s.parse::<Parallel>().map_err(|e| e.to_string())
+}
+
+impl ContextArgs {
+    /// `--parallel` as given, or `default` when it was not.
+    #[must_use]
+    pub fn parallel_or(&self, default: Parallel) -> Parallel {
+        self.parallel.unwrap_or(default)
+    }
+}
+
 /// `headroom plan`.
 #[derive(Debug, Args)]
 pub struct PlanArgs {
-    /// GGUF files or directories of them (several: choose the best quantization); `demo` or nothing: the demo model.
+    /// GGUF files or directories of them (several: choose the best quantization); `demo` or nothing: the instruct demo model; `demo-base`: the base one.
     #[arg(value_name = "MODEL")]
     pub models: Vec<String>,
     /// Context and placement options.
@@ -440,7 +465,7 @@ impl GenArgs {
 /// `headroom run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// GGUF file; `demo` or nothing: the demo model.
+    /// GGUF file; `demo` or nothing: the instruct demo model; `demo-base`: the base one.
     #[arg(value_name = "MODEL")]
     pub model: Option<String>,
     /// The prompt.
@@ -466,7 +491,7 @@ pub struct RunArgs {
 /// `headroom chat`.
 #[derive(Debug, Args)]
 pub struct ChatArgs {
-    /// GGUF file; `demo` or nothing: the demo model.
+    /// GGUF file; `demo` or nothing: the instruct demo model; `demo-base`: the base one.
     #[arg(value_name = "MODEL")]
     pub model: Option<String>,
     /// Context and placement options.
@@ -475,6 +500,52 @@ pub struct ChatArgs {
     /// Generation options.
     #[command(flatten)]
     pub sampling: GenArgs,
+}
+
+/// `headroom serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// GGUF file; `demo` or nothing: the instruct demo model; `demo-base`: the base one.
+    #[arg(value_name = "MODEL")]
+    pub model: Option<String>,
+    /// Address to listen on (only loopback unless you mean it: the API has no TLS).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port to listen on (0: any free port, printed at startup).
+    #[arg(long, value_name = "N", default_value_t = 8080)]
+    pub port: u16,
+    /// Requests that may wait for a slot (default: 4 per slot); more get HTTP 503 with Retry-After.
+    #[arg(long = "max-queue", value_name = "N")]
+    pub max_queue: Option<usize>,
+    /// Largest request body; larger ones get HTTP 413.
+    #[arg(long = "max-body", value_name = "SIZE", default_value = "4MiB")]
+    pub max_body: String,
+    /// Require `Authorization: Bearer KEY` on every route but /health.
+    #[arg(
+        long = "api-key",
+        value_name = "KEY",
+        env = "HEADROOM_API_KEY",
+        hide_env_values = true
+    )]
+    pub api_key: Option<String>,
+    /// CPU threads (default: the physical cores).
+    #[arg(short = 't', long, value_name = "N")]
+    pub threads: Option<u32>,
+    /// Chat template: a llama.cpp built-in name (chatml, llama3, gemma, …) or a Jinja file.
+    #[arg(long = "chat-template", value_name = "NAME|FILE")]
+    pub chat_template: Option<String>,
+    /// Top-k for every request (OpenAI's API has no such field; 0 = off).
+    #[arg(long = "top-k", value_name = "N", default_value_t = crate::runner::Sampling::DEFAULT.top_k)]
+    pub top_k: i32,
+    /// Min-p for every request (0.0 = off).
+    #[arg(long = "min-p", value_name = "P", default_value_t = crate::runner::Sampling::DEFAULT.min_p)]
+    pub min_p: f32,
+    /// Load even when the plan says it does not fit.
+    #[arg(long)]
+    pub force: bool,
+    /// Context and placement options.
+    #[command(flatten)]
+    pub ctx: ContextArgs,
 }
 
 /// `headroom fit`.
@@ -520,7 +591,7 @@ pub struct HwArgs {
 /// `headroom llama-accounting`.
 #[derive(Debug, Args)]
 pub struct LlamaAccountingArgs {
-    /// GGUF file (`demo` or nothing: the demo model).
+    /// GGUF file (`demo` or nothing: the instruct demo model; `demo-base`: the base one).
     #[arg(value_name = "MODEL")]
     pub model: Option<String>,
     /// Context and placement options.

@@ -59,7 +59,7 @@ fn refresh_cmd(args: &RefreshArgs) -> Result<ExitCode> {
                 targets.extend(refresh::repo_targets(&hub, &h.repo, quant.as_deref())?);
             }
             ModelArg::Catalog { id, quant } => ids.push((id, quant)),
-            ModelArg::Path(_) | ModelArg::Demo => {
+            ModelArg::Path(_) | ModelArg::Demo | ModelArg::DemoBase => {
                 return Err(UsageError(format!(
                     "{arg}: catalog refresh takes catalog ids or org/repo[:QUANT]"
                 ))

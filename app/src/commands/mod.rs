@@ -11,6 +11,7 @@ mod list;
 mod plan;
 mod pull;
 pub mod run;
+mod serve;
 
 use std::process::ExitCode;
 
@@ -31,6 +32,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Plan(args) => plan::run(&args, &cli.machine),
         Command::Run(args) => run::run(&args, &cli.machine, cli.verbose),
         Command::Chat(args) => chat::run(&args, &cli.machine, cli.verbose),
+        Command::Serve(args) => serve::run(&args, &cli.machine, cli.verbose),
         Command::Fit(args) => fit::run(&args, &cli.machine),
         Command::Hw(args) => hw::run(&args, &cli.machine),
         Command::LlamaAccounting(args) => accounting::run(&args),
@@ -47,8 +49,10 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             std::io::Write::write_all(&mut std::io::stdout().lock(), &script)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::DemoModel => {
-            println!("{}", crate::source::demo::demo_model()?.display());
+        Command::DemoModel(args) => {
+            let path = crate::source::demo::named(&args.name)
+                .ok_or_else(|| UsageError(format!("{}: not a demo model", args.name)))??;
+            println!("{}", path.display());
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -93,6 +97,13 @@ pub fn preflight(
     gen_args: &GenArgs,
     machine: &MachineArgs,
 ) -> Result<Decision> {
+    if ctx.parallel == Some(crate::cli::Parallel::Auto) {
+        return Err(UsageError(
+            "--parallel auto chooses a server's slots: give it to plan or serve, or give a number"
+                .into(),
+        )
+        .into());
+    }
     let settings = ctx.settings().map_err(|e| UsageError::from_chain(&e))?;
     let hw = hardware(machine)?;
     let models: Vec<String> = model.map(str::to_string).into_iter().collect();

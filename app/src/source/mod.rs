@@ -16,18 +16,18 @@ use anyhow::{Context, Result, bail};
 use headroom_planner::profile::{self, ModelProfile};
 
 /// Resolve MODEL arguments to GGUF files: paths, directories of GGUF files,
-/// or `demo` (also when none is given).
+/// `demo` (the instruct demo model, also when none is given) or `demo-base`.
 ///
 /// # Errors
 /// A missing file, or a directory without GGUF files.
 pub fn resolve_models(models: &[String]) -> Result<Vec<PathBuf>> {
     if models.is_empty() {
-        return Ok(vec![crate::source::demo::demo_model()?]);
+        return Ok(vec![crate::source::demo::instruct_model()?]);
     }
     let mut out = Vec::new();
     for m in models {
-        if m == "demo" {
-            out.push(crate::source::demo::demo_model()?);
+        if let Some(demo) = crate::source::demo::named(m) {
+            out.push(demo?);
             continue;
         }
         let path = Path::new(m);
@@ -67,7 +67,8 @@ fn resolve_named(m: &str) -> Result<PathBuf> {
             crate::source::hub::pull::downloaded(&modelref::catalog_ref(&id, quant.as_deref())?)
         }
         ModelArg::Path(p) => Ok(p),
-        ModelArg::Demo => crate::source::demo::demo_model(),
+        ModelArg::Demo => crate::source::demo::instruct_model(),
+        ModelArg::DemoBase => crate::source::demo::demo_model(),
     }
 }
 
@@ -113,7 +114,7 @@ pub fn plan_inputs(
         }
     }
     if models.is_empty() {
-        let p = crate::source::demo::demo_model()?;
+        let p = crate::source::demo::instruct_model()?;
         let profile = load_profile(&p)?;
         out.push((p.display().to_string(), profile));
     }

@@ -20,8 +20,10 @@ use std::path::Path;
 pub enum ModelArg {
     /// A path on disk (it exists).
     Path(std::path::PathBuf),
-    /// The demo model.
+    /// The instruct demo model (`demo`).
     Demo,
+    /// The base demo model (`demo-base`).
+    DemoBase,
     /// A Hugging Face repository, with an optional quantization or file.
     Hub(HubRef),
     /// A catalog id, with an optional quantization.
@@ -100,7 +102,8 @@ const HUB_PREFIXES: [&str; 6] = [
 ];
 
 /// Classify a MODEL argument. An existing path always wins (a local
-/// directory called `org/name` is the user's); `demo` is the demo model.
+/// directory called `org/name` is the user's); `demo` and `demo-base` are the
+/// demo models.
 ///
 /// # Errors
 /// A hub reference with a malformed repository or quantization, or a
@@ -112,6 +115,9 @@ pub fn classify(arg: &str) -> Result<ModelArg, RefError> {
     };
     if arg == "demo" {
         return Ok(ModelArg::Demo);
+    }
+    if arg == "demo-base" {
+        return Ok(ModelArg::DemoBase);
     }
     let path = Path::new(arg);
     if path.exists() {
@@ -125,7 +131,7 @@ pub fn classify(arg: &str) -> Result<ModelArg, RefError> {
     let (name, _) = split_selector(arg);
     if (has_gguf_ext(arg) && !arg.contains(':')) || arg.starts_with(['.', '/', '~']) {
         return Err(err(
-            "no such file (give a GGUF path, a directory of them, org/repo[:QUANT], a catalog id, or `demo`)",
+            "no such file (give a GGUF path, a directory of them, org/repo[:QUANT], a catalog id, `demo` or `demo-base`)",
         ));
     }
     if name.contains('/') {

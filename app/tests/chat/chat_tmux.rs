@@ -63,7 +63,7 @@ fn model() -> PathBuf {
         return PathBuf::from(p);
     }
     let out = Command::new(env!("CARGO_BIN_EXE_headroom"))
-        .arg("demo-model")
+        .args(["demo-model", "demo-base"])
         .output()
         .expect("headroom demo-model runs");
     assert!(

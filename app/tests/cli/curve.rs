@@ -16,7 +16,7 @@ fn need(c: u32, ram: u64) -> u64 {
 fn plan_at(c: u32, ram: u64) -> (serde_json::Value, Option<i32>) {
     let out = run([
         "plan",
-        "demo",
+        "demo-base",
         "--ram",
         &ram.to_string(),
         "--vram",
@@ -38,7 +38,15 @@ fn verdict_at(c: u32, ram: u64) -> (String, Option<i32>) {
 
 #[test]
 fn curve_draws_axes_legend_and_limit() {
-    let out = run(["plan", "demo", "--ram", "2GiB", "--vram", "0", "--curve"]);
+    let out = run([
+        "plan",
+        "demo-base",
+        "--ram",
+        "2GiB",
+        "--vram",
+        "0",
+        "--curve",
+    ]);
     assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
     let s = &out.stdout;
     assert!(s.contains("memory against context"), "{s}");
@@ -95,7 +103,7 @@ fn curve_stops_fitting_where_plan_says_it_does_not_fit() {
 
     let out = run([
         "plan",
-        "demo",
+        "demo-base",
         "--ram",
         &budget.to_string(),
         "--vram",
@@ -138,7 +146,7 @@ fn curve_stops_fitting_where_plan_says_it_does_not_fit() {
     // The curve's own exit code is the default plan's.
     let default = run([
         "plan",
-        "demo",
+        "demo-base",
         "--ram",
         &budget.to_string(),
         "--vram",

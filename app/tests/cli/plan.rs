@@ -64,7 +64,15 @@ fn check_warnings(plan: &Value) {
 fn plan_json_on_the_demo_model_has_the_whole_schema() {
     let path = demo_path();
     let p = json(
-        ["plan", "demo", "--ram", "8GiB", "--vram", "0", "--json"],
+        [
+            "plan",
+            "demo-base",
+            "--ram",
+            "8GiB",
+            "--vram",
+            "0",
+            "--json",
+        ],
         0,
     );
 
@@ -152,10 +160,18 @@ fn plan_json_on_the_demo_model_has_the_whole_schema() {
 #[test]
 fn plan_text_agrees_with_plan_json() {
     let p = json(
-        ["plan", "demo", "--ram", "8GiB", "--vram", "0", "--json"],
+        [
+            "plan",
+            "demo-base",
+            "--ram",
+            "8GiB",
+            "--vram",
+            "0",
+            "--json",
+        ],
         0,
     );
-    let out = run(["plan", "demo", "--ram", "8GiB", "--vram", "0"]);
+    let out = run(["plan", "demo-base", "--ram", "8GiB", "--vram", "0"]);
     assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
     assert!(
         out.stderr.is_empty(),
@@ -190,7 +206,7 @@ fn plan_text_agrees_with_plan_json() {
 
 #[test]
 fn a_plan_that_does_not_fit_exits_3() {
-    let out = run(["plan", "demo", "--ram", "64MiB", "--vram", "0"]);
+    let out = run(["plan", "demo-base", "--ram", "64MiB", "--vram", "0"]);
     assert_eq!(out.code, Some(3), "stderr: {}", out.stderr);
     assert!(out.stdout.contains("does not fit"), "{}", out.stdout);
     assert!(
@@ -200,7 +216,15 @@ fn a_plan_that_does_not_fit_exits_3() {
     );
 
     let p = json(
-        ["plan", "demo", "--ram", "64MiB", "--vram", "0", "--json"],
+        [
+            "plan",
+            "demo-base",
+            "--ram",
+            "64MiB",
+            "--vram",
+            "0",
+            "--json",
+        ],
         3,
     );
     assert_eq!(str_at(&p, "/verdict"), "does not fit");
@@ -236,7 +260,7 @@ fn bad_usage_exits_2() {
     // clap's own errors: several lines, exit 2.
     for args in [
         &["plan", "--ctx-size", "abc"][..],
-        &["plan", "--flash-attn", "maybe", "demo"],
+        &["plan", "--flash-attn", "maybe", "demo-base"],
         &["plan", "--no-such-flag"],
         &["frobnicate"],
     ] {
@@ -249,17 +273,23 @@ fn bad_usage_exits_2() {
     // Values clap accepts but headroom refuses: one line, exit 2.
     let cases: &[(&[&str], &[&str])] = &[
         (
-            &["plan", "--cache-type-k", "q4_k", "demo"],
+            &["plan", "--cache-type-k", "q4_k", "demo-base"],
             &["--cache-type-k", "q4_k"],
         ),
         (
-            &["plan", "--cache-type-v", "nonsense", "demo"],
+            &["plan", "--cache-type-v", "nonsense", "demo-base"],
             &["--cache-type-v", "nonsense"],
         ),
-        (&["plan", "--ctx-size", "0", "demo"], &["--ctx-size"]),
-        (&["plan", "--ubatch-size", "0", "demo"], &["--ubatch-size"]),
-        (&["plan", "--ram", "lots", "demo"], &["--ram", "lots"]),
-        (&["plan", "--margin", "5XB", "demo"], &["--margin", "5XB"]),
+        (&["plan", "--ctx-size", "0", "demo-base"], &["--ctx-size"]),
+        (
+            &["plan", "--ubatch-size", "0", "demo-base"],
+            &["--ubatch-size"],
+        ),
+        (&["plan", "--ram", "lots", "demo-base"], &["--ram", "lots"]),
+        (
+            &["plan", "--margin", "5XB", "demo-base"],
+            &["--margin", "5XB"],
+        ),
     ];
     for (args, needles) in cases {
         assert_one_line_error(&run(*args), 2, needles, &format!("{args:?}"));
@@ -270,8 +300,29 @@ fn bad_usage_exits_2() {
 fn llama_cpp_short_flags_reach_the_plan() {
     let p = json(
         [
-            "plan", "demo", "--ram", "8GiB", "--vram", "0", "-ngl", "0", "-fa", "on", "-ctk",
-            "q8_0", "-ctv", "q8_0", "-c", "8192", "-ub", "256", "-np", "2", "-b", "1024", "--json",
+            "plan",
+            "demo-base",
+            "--ram",
+            "8GiB",
+            "--vram",
+            "0",
+            "-ngl",
+            "0",
+            "-fa",
+            "on",
+            "-ctk",
+            "q8_0",
+            "-ctv",
+            "q8_0",
+            "-c",
+            "8192",
+            "-ub",
+            "256",
+            "-np",
+            "2",
+            "-b",
+            "1024",
+            "--json",
         ],
         0,
     );
@@ -306,7 +357,7 @@ fn llama_cpp_short_flags_reach_the_plan() {
     let q = json(
         [
             "plan",
-            "demo",
+            "demo-base",
             "--ram",
             "8GiB",
             "--vram",
@@ -328,7 +379,16 @@ fn llama_cpp_short_flags_reach_the_plan() {
             < u64_at(
                 &json(
                     [
-                        "plan", "demo", "--ram", "8GiB", "--vram", "0", "-fa", "off", "-c", "4096",
+                        "plan",
+                        "demo-base",
+                        "--ram",
+                        "8GiB",
+                        "--vram",
+                        "0",
+                        "-fa",
+                        "off",
+                        "-c",
+                        "4096",
                         "--json"
                     ],
                     0
@@ -347,8 +407,25 @@ fn flash_attention_off_with_a_quantized_v_cache_never_yields_a_plan_llama_cpp_re
     // combination as bad usage, or plan with flash attention on and say so in
     // the llama.cpp arguments — never hand back `-fa off -ctv q8_0`.
     let out = run([
-        "plan", "demo", "--ram", "8GiB", "--vram", "0", "-ngl", "0", "-fa", "off", "-ctk", "q8_0",
-        "-ctv", "q8_0", "-c", "8192", "-ub", "256", "--json",
+        "plan",
+        "demo-base",
+        "--ram",
+        "8GiB",
+        "--vram",
+        "0",
+        "-ngl",
+        "0",
+        "-fa",
+        "off",
+        "-ctk",
+        "q8_0",
+        "-ctv",
+        "q8_0",
+        "-c",
+        "8192",
+        "-ub",
+        "256",
+        "--json",
     ]);
     match out.code {
         Some(0) => {
@@ -380,7 +457,7 @@ fn run_into_closed_pipe(args: &[&str]) -> crate::common::Output {
 
 #[test]
 fn a_closed_stdout_is_not_an_error_for_text() {
-    let out = run_into_closed_pipe(&["plan", "demo", "--ram", "8GiB", "--vram", "0"]);
+    let out = run_into_closed_pipe(&["plan", "demo-base", "--ram", "8GiB", "--vram", "0"]);
     assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
     assert!(out.stderr.is_empty(), "{}", out.stderr);
 }
@@ -388,7 +465,15 @@ fn a_closed_stdout_is_not_an_error_for_text() {
 #[test]
 fn a_closed_stdout_is_not_an_error_for_json() {
     for args in [
-        &["plan", "demo", "--ram", "8GiB", "--vram", "0", "--json"][..],
+        &[
+            "plan",
+            "demo-base",
+            "--ram",
+            "8GiB",
+            "--vram",
+            "0",
+            "--json",
+        ][..],
         &["hw", "--json"],
     ] {
         let out = run_into_closed_pipe(args);
@@ -400,7 +485,7 @@ fn a_closed_stdout_is_not_an_error_for_json() {
 #[test]
 fn vram_mixing_zero_with_sizes_is_bad_usage() {
     assert_one_line_error(
-        &run(["plan", "demo", "--vram", "8GiB,0"]),
+        &run(["plan", "demo-base", "--vram", "8GiB,0"]),
         2,
         &["--vram"],
         "--vram 8GiB,0",

@@ -51,7 +51,7 @@ impl DemoModel for Sandbox {
             ("PIP_CONFIG_FILE", "/dev/null"),
         ];
         env.extend_from_slice(extra_env);
-        self.run(endpoint, &["demo-model"], &env)
+        self.run(endpoint, &["demo-model", "demo-base"], &env)
     }
 
     fn demo_repo_dir(&self) -> PathBuf {

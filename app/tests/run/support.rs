@@ -42,7 +42,7 @@ pub fn model() -> &'static Path {
             return PathBuf::from(p);
         }
         let out = Command::new(bin())
-            .arg("demo-model")
+            .args(["demo-model", "demo-base"])
             .output()
             .unwrap_or_else(|e| panic!("cannot run headroom demo-model: {e}"));
         assert!(

@@ -16,7 +16,7 @@ pub fn demo_model() -> PathBuf {
                 return PathBuf::from(p);
             }
             let out = Command::new(env!("CARGO_BIN_EXE_headroom"))
-                .arg("demo-model")
+                .args(["demo-model", "demo-base"])
                 .output()
                 .expect("run headroom demo-model");
             assert!(

