@@ -3,7 +3,8 @@
 # llama-cpp-sys-2 compiles llama.cpp with CMake and generates bindings with
 # libclang; the end-to-end tests drive the terminal UI through tmux, measure
 # peak RSS with GNU time, cap address space with prlimit and count the bytes
-# a plan reads with strace. A test whose tool is missing fails; it never skips.
+# a plan reads with strace, and drive `serve` with the official openai client
+# from a virtual environment. A test whose tool is missing fails; it never skips.
 set -euo pipefail
 
 need=()
@@ -15,6 +16,8 @@ command -v tmux >/dev/null 2>&1 || need+=(tmux)
 command -v strace >/dev/null 2>&1 || need+=(strace)
 command -v prlimit >/dev/null 2>&1 || need+=(util-linux)
 command -v python3 >/dev/null 2>&1 || need+=(python3 python3-pip)
+# The serve tests make a virtual environment for the official openai client.
+python3 -c 'import ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}" >&2
