@@ -38,6 +38,7 @@ static MODELS: LazyLock<Vec<Header>> = LazyLock::new(|| {
         Tiny {
             arch: "deepseek2",
             kv_lora_rank: Some(64),
+            n_head_kv: 1,
             ..llama.clone()
         },
         Tiny {
@@ -66,6 +67,9 @@ const KEYS: &[&str] = &[
     "attention.sliding_window",
     "attention.sliding_window_pattern",
     "attention.kv_lora_rank",
+    "attention.key_length_mla",
+    "attention.value_length_mla",
+    "full_attention_interval",
     "rope.dimension_count",
     "expert_count",
     "expert_used_count",

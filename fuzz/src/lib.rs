@@ -100,9 +100,16 @@ impl Tiny {
             b = b.kv(k("attention.sliding_window"), w);
         }
         if let Some(r) = self.kv_lora_rank {
+            // The current converter's layout: a latent K row of lora + rope
+            // (`key_length`), and the per-head sizes under the `_mla` keys,
+            // which make llama.cpp (and the planner) cache it K-only.
             b = b
                 .kv(k("attention.kv_lora_rank"), r)
-                .kv(k("rope.dimension_count"), 64u32);
+                .kv(k("rope.dimension_count"), 64u32)
+                .kv(k("attention.key_length"), r + 64)
+                .kv(k("attention.value_length"), r)
+                .kv(k("attention.key_length_mla"), 128u32)
+                .kv(k("attention.value_length_mla"), 64u32);
         }
         if let Some(d) = self.ssm_inner {
             b = b

@@ -14,18 +14,59 @@
 //! Run (after `cargo build --release -p headroom`):
 //! `cargo run --release -p headroom-planner --example record_memory_fixtures --
 //!  target/release/headroom /tmp/headroom-fixtures > planner/src/memory/fixtures/llama_accounting.json`
+//!
+//! With `--zoo` after the two arguments it records the architectures of
+//! `synth::zoo` instead (latent attention in both layouts, chunked
+//! attention, hybrid recurrent models, MTP blocks, few and many experts) at
+//! every context, sequence count and flash attention setting the planner
+//! promises, into `src/memory/fixtures/zoo_accounting.json`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use headroom_planner::hw::{self, ProbeOptions};
+use headroom_planner::synth::zoo::{self, Model};
 use headroom_planner::synth::{self, Mix, Shape};
 use serde_json::{Value, json};
 
+/// Which synthetic model a case loads.
+#[derive(Clone, Copy)]
+enum Source {
+    /// A plain shape in a mix (`synth::write_sparse`).
+    Shape(Shape, Mix),
+    /// An architecture of the zoo, in its file type (`zoo::write_sparse`).
+    Zoo(Model),
+}
+
+impl Source {
+    /// The file name in the scratch directory.
+    fn file_name(self) -> String {
+        match self {
+            Source::Shape(shape, mix) => format!("{}-{}.gguf", shape.name(), mix.name()),
+            Source::Zoo(m) => format!("{}-{}.gguf", m.name(), m.file_type().name()),
+        }
+    }
+
+    fn write(self, file: &Path) -> Result<(), String> {
+        match self {
+            Source::Shape(shape, mix) => synth::write_sparse(file, shape, mix).map(drop),
+            Source::Zoo(m) => zoo::write_sparse(file, m, m.file_type()).map(drop),
+        }
+        .map_err(|e| e.to_string())
+    }
+
+    /// `"shape"` (or `"model"` for the zoo) and `"mix"`, as the fixtures name them.
+    fn keys(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Source::Shape(shape, mix) => ("shape", shape.name(), mix.name()),
+            Source::Zoo(m) => ("model", m.name(), m.file_type().name()),
+        }
+    }
+}
+
 /// One recorded load: a model and the settings that size its context.
 struct Case {
-    shape: Shape,
-    mix: Mix,
+    source: Source,
     n_ctx: u32,
     n_parallel: u32,
     flash_attn: &'static str,
@@ -37,9 +78,12 @@ struct Case {
 
 impl Case {
     fn new(shape: Shape, mix: Mix, n_ctx: u32) -> Self {
+        Self::of(Source::Shape(shape, mix), n_ctx)
+    }
+
+    fn of(source: Source, n_ctx: u32) -> Self {
         Self {
-            shape,
-            mix,
+            source,
             n_ctx,
             n_parallel: 1,
             flash_attn: "auto",
@@ -104,6 +148,36 @@ fn cases() -> Vec<Case> {
     v
 }
 
+/// The zoo: each model at 512, 4096, 32768 and (where its training context
+/// allows) 131072 tokens, one and four sequences, flash attention auto and
+/// off, f16 caches; and a q8_0 cache with flash attention on at 4096.
+fn zoo_cases() -> Vec<Case> {
+    let mut v = Vec::new();
+    for m in Model::ALL {
+        for n_ctx in [512, 4096, 32768, 131_072] {
+            if u64::from(n_ctx) > m.n_ctx_train().max(4096) {
+                continue;
+            }
+            for n_parallel in [1, 4] {
+                for flash_attn in ["auto", "off"] {
+                    v.push(Case {
+                        n_parallel,
+                        flash_attn,
+                        ..Case::of(Source::Zoo(m), n_ctx)
+                    });
+                }
+            }
+        }
+        v.push(Case {
+            flash_attn: "on",
+            cache_type_k: "q8_0",
+            cache_type_v: "q8_0",
+            ..Case::of(Source::Zoo(m), 4096)
+        });
+    }
+    v
+}
+
 fn record(headroom: &Path, file: &Path, c: &Case) -> Result<Value, String> {
     let mut cmd = Command::new(headroom);
     cmd.arg("llama-accounting")
@@ -141,8 +215,12 @@ fn llama_cpp_version(headroom: &Path, file: &Path) -> Result<Value, String> {
 
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().collect();
-    let [_, headroom, dir] = args.as_slice() else {
-        return Err("usage: record_memory_fixtures HEADROOM_BINARY SCRATCH_DIR".into());
+    let (headroom, dir, zoo) = match args.as_slice() {
+        [_, headroom, dir] => (headroom, dir, false),
+        [_, headroom, dir, flag] if flag == "--zoo" => (headroom, dir, true),
+        _ => {
+            return Err("usage: record_memory_fixtures HEADROOM_BINARY SCRATCH_DIR [--zoo]".into());
+        }
     };
     let headroom = PathBuf::from(headroom);
     let dir = PathBuf::from(dir);
@@ -159,26 +237,25 @@ fn main() -> Result<(), String> {
     .cpu;
     let mut rows = Vec::new();
     let mut llama_cpp = Value::Null;
-    for c in cases() {
-        let file = dir.join(format!("{}-{}.gguf", c.shape.name(), c.mix.name()));
+    let cases = if zoo { zoo_cases() } else { cases() };
+    for c in cases {
+        let file = dir.join(c.source.file_name());
         if !file.exists() {
-            synth::write_sparse(&file, c.shape, c.mix).map_err(|e| e.to_string())?;
+            c.source.write(&file)?;
         }
         if llama_cpp.is_null() {
             llama_cpp = llama_cpp_version(&headroom, &file)?;
         }
-        let buffers = record(&headroom, &file, &c)
-            .map_err(|e| format!("{} {} c{}: {e}", c.shape.name(), c.mix.name(), c.n_ctx))?;
+        let (kind, name, mix) = c.source.keys();
+        let buffers =
+            record(&headroom, &file, &c).map_err(|e| format!("{name} {mix} c{}: {e}", c.n_ctx))?;
         eprintln!(
-            "{} {} c{} np{}",
-            c.shape.name(),
-            c.mix.name(),
-            c.n_ctx,
-            c.n_parallel
+            "{name} {mix} c{} np{} fa-{}",
+            c.n_ctx, c.n_parallel, c.flash_attn
         );
         rows.push(json!({
-            "shape": c.shape.name(),
-            "mix": c.mix.name(),
+            kind: name,
+            "mix": mix,
             "n_ctx": c.n_ctx,
             "n_parallel": c.n_parallel,
             "flash_attn": c.flash_attn,
@@ -191,7 +268,10 @@ fn main() -> Result<(), String> {
     }
     // One case a line: the file stays short and its diffs readable.
     let head = json!({
-        "recorded_by": "cargo run --release -p headroom-planner --example record_memory_fixtures -- target/release/headroom /tmp/headroom-fixtures",
+        "recorded_by": format!(
+            "cargo run --release -p headroom-planner --example record_memory_fixtures -- target/release/headroom /tmp/headroom-fixtures{}",
+            if zoo { " --zoo" } else { "" }
+        ),
         "headroom": version,
         "llama_cpp": llama_cpp,
         "cpu_arch": cpu.arch,

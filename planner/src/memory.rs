@@ -131,27 +131,29 @@ impl Context {
 }
 
 /// KV cache bytes per cell for layer `il` (`llama-kv-cache.cpp:210-234`): K and V rows of
-/// `head_dim × n_head_kv`; a transposed V (flash attention off) uses the widest layer's V.
+/// `head_dim × n_head_kv`; a transposed V (flash attention off) uses the widest layer's V
+/// (`n_embd_v_gqa_max`, over every block); a latent (MLA) cache has no V.
 #[must_use]
 pub fn kv_bytes_per_cell(p: &ModelProfile, ctx: &Context, il: usize) -> u64 {
     let kv_heads = u64::from(p.n_head_kv.get(il).copied().unwrap_or(0));
-    if kv_heads == 0 {
+    if kv_heads == 0 || !p.is_attention_layer(il) {
         return 0;
     }
-    if let Some(mla) = p.mla {
-        // MLA caches one latent row per token (K only) — with `key_length_mla` headers
-        // the file already stores `kv_lora_rank + n_rot` as the key length.
-        let width = u64::from(mla.kv_lora_rank) + u64::from(mla.n_rot);
-        return row_bytes(ctx.type_k, width);
+    let (head_k, head_v) = p.head_dims(il);
+    let k = row_bytes(ctx.type_k, u64::from(head_k) * kv_heads);
+    if p.mla.is_some() {
+        // `has_v = !is_mla`: V is read from the latent K rows.
+        return k;
     }
-    let k = u64::from(p.head_dim_k) * kv_heads;
     let v = if ctx.flash_attn {
-        u64::from(p.head_dim_v) * kv_heads
+        u64::from(head_v) * kv_heads
     } else {
-        let max_kv = u64::from(p.n_head_kv.iter().copied().max().unwrap_or(0));
-        u64::from(p.head_dim_v) * max_kv
+        (0..p.n_head_kv.len())
+            .map(|l| u64::from(p.head_dims(l).1) * u64::from(p.n_head_kv[l]))
+            .max()
+            .unwrap_or(0)
     };
-    sum([row_bytes(ctx.type_k, k), row_bytes(ctx.type_v, v)])
+    sum([k, row_bytes(ctx.type_v, v)])
 }
 
 fn row_bytes(ty: GgmlType, n: u64) -> u64 {
@@ -161,18 +163,27 @@ fn row_bytes(ty: GgmlType, n: u64) -> u64 {
         .unwrap_or_else(|| product([n.div_ceil(ty.block_size()), ty.type_size()]))
 }
 
-/// KV cache (or recurrent state) bytes of layer `il`.
+/// KV cache (or recurrent state) bytes of layer `il`, by what llama.cpp keeps
+/// for it ([`crate::profile::LayerKind`]): a cell per context token (full, latent), a window of
+/// cells (sliding, chunked), a state per sequence (recurrent), both
+/// (falcon-h1's parallel layers), or nothing (MTP blocks, shared caches).
 #[must_use]
 pub fn kv_bytes_layer(p: &ModelProfile, ctx: &Context, il: usize) -> u64 {
-    if !p.is_attention_layer(il) {
-        return recurrent_bytes_layer(p, ctx);
+    let kind = p.layer_kind(il);
+    let state = if kind.has_state() {
+        recurrent_bytes_layer(p, ctx)
+    } else {
+        0
+    };
+    if !kind.has_kv() {
+        return state;
     }
     let per_cell = kv_bytes_per_cell(p, ctx, il);
     let cells = match &p.swa {
-        Some(swa) if p.is_swa_layer(il) => ctx.swa_cells(swa.window),
+        Some(swa) if kind.is_windowed() => ctx.swa_cells(swa.window),
         _ => u64::from(ctx.n_ctx_seq),
     };
-    product([per_cell, cells, u64::from(ctx.n_seq)])
+    sum([product([per_cell, cells, u64::from(ctx.n_seq)]), state])
 }
 
 /// Recurrent state of one layer for all sequences (`llama-memory-recurrent.cpp`):
@@ -437,23 +448,32 @@ fn compute_parts(p: &ModelProfile, ctx: &Context) -> Compute {
     let attn = if ctx.flash_attn {
         3.0 * et4 + q + n_head * f(u64::from(p.head_dim_v)) * t * 4.0
     } else {
-        3.0 * et4
-            + q
-            + f(u64::from(ctx.n_ctx_seq))
-                * f((u64::from(ctx.n_tokens) / n_seq).max(1))
-                * n_head
-                * 4.0
-                * f(n_seq)
+        let kq = f(u64::from(ctx.n_ctx_seq))
+            * f((u64::from(ctx.n_tokens) / n_seq).max(1))
+            * n_head
+            * 4.0
+            * f(n_seq);
+        // Latent attention without flash attention (`build_attn_mha`): V is
+        // a view of the K rows, copied transposed (`ggml_cont`) for the KQV
+        // product, whose latent result is then decompressed per head.
+        let latent = p.mla.map_or(0.0, |m| {
+            let v_copy = row_bytes(ctx.type_k, u64::from(m.kv_lora_rank));
+            f(v_copy) * f(u64::from(ctx.n_ctx_seq)) * f(n_seq)
+                + n_head * f(u64::from(m.kv_lora_rank) + u64::from(m.v_head_dim)) * t * 4.0
+        });
+        3.0 * et4 + q + kq + latent
     };
     let dense_ff = 3.0 * et4 + 3.0 * f(u64::from(p.n_ff)) * t * 4.0;
     let moe_ff = match p.experts {
         Some(ex) => {
             let n_ff_exp = f(expert_ff(p).unwrap_or(u64::from(p.n_ff)));
             let k = f(u64::from(ex.used));
-            3.0 * et4
-                + 2.0 * n_ff_exp * k * t * 4.0
-                + e * k * t * 4.0
-                + f(u64::from(ex.count)) * t * 4.0
+            // `build_moe_ffn`: the up and gate products and their SwiGLU are
+            // live together (3 × n_ff per used expert), then the product with
+            // the down projection beside two of them; few large experts
+            // (Mixtral) peak at the first, many small ones at the second.
+            let per_expert = (3.0 * n_ff_exp).max(2.0 * n_ff_exp + e);
+            3.0 * et4 + per_expert * k * t * 4.0 + f(u64::from(ex.count)) * t * 4.0
         }
         None => 0.0,
     };
@@ -971,3 +991,6 @@ pub fn estimate(
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod tests_zoo;

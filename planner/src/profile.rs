@@ -13,8 +13,10 @@ use crate::arch;
 use crate::gguf::{GgmlType, Header};
 
 mod aborts;
+mod layers;
 
 pub use aborts::{MAX_EXPERTS, ROPE_SCALING_TYPES};
+pub use layers::LayerKind;
 
 /// Why a header cannot be turned into a model profile.
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -95,11 +97,13 @@ impl Layer {
     }
 }
 
-/// Sliding-window attention facts.
+/// Sliding-window (or chunked) attention facts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SlidingWindow {
-    /// Window size in tokens.
+    /// Window (or chunk) size in tokens.
     pub window: u32,
+    /// Sliding or chunked.
+    pub kind: arch::WindowKind,
     /// Per layer: whether it uses the window (else full attention).
     pub layers: Vec<bool>,
 }
@@ -115,14 +119,18 @@ pub struct Experts {
     pub shared: u32,
 }
 
-/// DeepSeek-2-style multi-head latent attention: the cache holds a
-/// compressed latent vector per token instead of full keys and values.
+/// DeepSeek-2-style multi-head latent attention as llama.cpp runs it: the
+/// cache holds a compressed latent vector per token (`key_length`, K only)
+/// instead of full keys and values. Only for files with the `*_mla` keys
+/// (see [`crate::arch::READS_MLA_KEYS`]); older files are plain attention.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Mla {
     /// Latent (compressed KV) rank.
     pub kv_lora_rank: u32,
     /// Rotary dimensions kept uncompressed.
     pub n_rot: u32,
+    /// Value head size after decompression (`attention.value_length_mla`).
+    pub v_head_dim: u32,
 }
 
 /// State-space (Mamba-style) recurrent layer facts: a fixed state per
@@ -160,12 +168,20 @@ pub struct ModelProfile {
     pub n_embd: u32,
     /// Attention heads per layer.
     pub n_head: Vec<u32>,
-    /// KV heads per layer (0 marks a recurrent layer in hybrids).
+    /// KV heads per layer (0 in some hybrids' recurrent layers).
     pub n_head_kv: Vec<u32>,
     /// Key head size.
     pub head_dim_k: u32,
     /// Value head size.
     pub head_dim_v: u32,
+    /// Key head size of the sliding-window layers (`key_length_swa`, else `head_dim_k`).
+    pub head_dim_k_swa: u32,
+    /// Value head size of the sliding-window layers.
+    pub head_dim_v_swa: u32,
+    /// What llama.cpp caches for each layer, and why (one per block).
+    pub layer_kinds: Vec<LayerKind>,
+    /// Multi-token-prediction blocks at the end (`nextn_predict_layers`).
+    pub nextn: u32,
     /// Feed-forward width of the first dense layer (0 if none).
     pub n_ff: u32,
     /// Vocabulary size.
@@ -180,8 +196,11 @@ pub struct ModelProfile {
     pub mla: Option<Mla>,
     /// Recurrent state, if any.
     pub recurrent: Option<Recurrent>,
-    /// Per-layer weights.
+    /// Per-layer weights (an MTP block llama.cpp skips has none here).
     pub layers: Vec<Layer>,
+    /// Tensors in the file that llama.cpp does not load by default: the MTP
+    /// blocks of the architectures in [`crate::arch::SKIPS_MTP_WEIGHTS`].
+    pub skipped: Vec<Tensor>,
     /// `token_embd.weight`.
     pub token_embd: Option<Tensor>,
     /// `output.weight` (absent when tied to the embedding).
@@ -201,18 +220,53 @@ impl ModelProfile {
         self.data_offset.saturating_add(self.weight_bytes)
     }
 
-    /// Layers whose attention has a KV cache (not recurrent).
+    /// What llama.cpp caches for layer `il` (`NoAttention` past the last).
     #[must_use]
-    pub fn is_attention_layer(&self, il: usize) -> bool {
-        self.n_head_kv.get(il).copied().unwrap_or(0) > 0
+    pub fn layer_kind(&self, il: usize) -> LayerKind {
+        self.layer_kinds
+            .get(il)
+            .copied()
+            .unwrap_or(LayerKind::NoAttention)
     }
 
-    /// Whether layer `il` uses the sliding window.
+    /// Layers whose attention has its own KV cache.
+    #[must_use]
+    pub fn is_attention_layer(&self, il: usize) -> bool {
+        self.layer_kind(il).has_kv()
+    }
+
+    /// Whether layer `il` uses the sliding (or chunked) window.
     #[must_use]
     pub fn is_swa_layer(&self, il: usize) -> bool {
-        self.swa
+        self.layer_kind(il).is_windowed()
+    }
+
+    /// Key and value head sizes of layer `il` (llama.cpp's
+    /// `n_embd_head_k(il)`: the `_swa` sizes on windowed layers).
+    #[must_use]
+    pub fn head_dims(&self, il: usize) -> (u32, u32) {
+        let swa = self
+            .swa
             .as_ref()
-            .is_some_and(|s| s.layers.get(il).copied().unwrap_or(false))
+            .is_some_and(|s| s.layers.get(il).copied().unwrap_or(false));
+        if swa {
+            (self.head_dim_k_swa, self.head_dim_v_swa)
+        } else {
+            (self.head_dim_k, self.head_dim_v)
+        }
+    }
+
+    /// How many layers are of each kind, in the order of first appearance.
+    #[must_use]
+    pub fn layer_kind_counts(&self) -> Vec<(LayerKind, u32)> {
+        let mut out: Vec<(LayerKind, u32)> = Vec::new();
+        for &k in &self.layer_kinds {
+            match out.iter_mut().find(|(x, _)| *x == k) {
+                Some((_, n)) => *n += 1,
+                None => out.push((k, 1)),
+            }
+        }
+        out
     }
 
     /// Bytes of the non-layer tensors.
@@ -386,7 +440,10 @@ pub fn profile(h: &Header) -> Result<ModelProfile, ProfileError> {
     let n_head =
         per_layer(h, &k_head, n_layer)?.ok_or_else(|| ProfileError::MissingKey(k_head.clone()))?;
     let recurrent = recurrent_facts(h, a)?;
-    if recurrent.is_none() && n_head.contains(&0) {
+    // Zero heads are a recurrent (or attention-free) layer in architectures
+    // that have such layers, and an error in every other.
+    let may_skip_attention = recurrent.is_some() || arch::recurrent_rule(a).is_some();
+    if !may_skip_attention && n_head.contains(&0) {
         return Err(ProfileError::Invalid {
             key: k_head,
             why: "zero attention heads".into(),
@@ -401,7 +458,7 @@ pub fn profile(h: &Header) -> Result<ModelProfile, ProfileError> {
                 why: format!("layer {il}: {kv} KV heads do not divide {q} heads"),
             });
         }
-        if kv == 0 && recurrent.is_none() {
+        if kv == 0 && !may_skip_attention {
             return Err(ProfileError::Invalid {
                 key: k_head_kv,
                 why: format!("layer {il}: zero KV heads"),
@@ -411,7 +468,9 @@ pub fn profile(h: &Header) -> Result<ModelProfile, ProfileError> {
     let max_head = n_head.iter().copied().max().unwrap_or(0).max(1);
     let head_dim_k = opt_u32(h, &key(a, "attention.key_length"))?.unwrap_or(n_embd / max_head);
     let head_dim_v = opt_u32(h, &key(a, "attention.value_length"))?.unwrap_or(n_embd / max_head);
-    if head_dim_k == 0 || head_dim_v == 0 {
+    let head_dim_k_swa = opt_u32(h, &key(a, "attention.key_length_swa"))?.unwrap_or(head_dim_k);
+    let head_dim_v_swa = opt_u32(h, &key(a, "attention.value_length_swa"))?.unwrap_or(head_dim_v);
+    if head_dim_k == 0 || head_dim_v == 0 || head_dim_k_swa == 0 || head_dim_v_swa == 0 {
         return Err(ProfileError::Invalid {
             key: key(a, "attention.key_length"),
             why: "zero head size".into(),
@@ -471,11 +530,20 @@ pub fn profile(h: &Header) -> Result<ModelProfile, ProfileError> {
     }
     // Layers past `n_layer - nextn` may be multi-token-prediction heads that
     // llama.cpp loads but some files omit; every other layer must have weights.
+    let n_trunk = n_layer - nextn;
     for (il, layer) in layers.iter().enumerate() {
-        if layer.tensors.is_empty() && il < (n_layer - nextn) as usize {
+        if layer.tensors.is_empty() && il < n_trunk as usize {
             return Err(ProfileError::Inconsistent(format!(
                 "layer {il} of {n_layer} has no tensors"
             )));
+        }
+    }
+    // Most architectures with MTP blocks skip their weights unless asked
+    // (`TENSOR_SKIP` without `load_mtp`): they stay in the file, unloaded.
+    let mut skipped = Vec::new();
+    if nextn > 0 && arch::SKIPS_MTP_WEIGHTS.contains(&a) {
+        for layer in &mut layers[n_trunk as usize..] {
+            skipped.append(&mut layer.tensors);
         }
     }
 
@@ -504,19 +572,19 @@ pub fn profile(h: &Header) -> Result<ModelProfile, ProfileError> {
         )));
     }
 
-    let swa = sliding_window(h, a, n_layer)?;
     let experts = aborts::experts(h, a, n_layer)?;
     aborts::rope_scaling(h, a)?;
     aborts::full_attention_interval(h, a)?;
-    let mla = match opt_u32(h, &key(a, "attention.kv_lora_rank"))? {
-        Some(rank) if rank > 0 => {
-            let n_rot = opt_u32(h, &key(a, "rope.dimension_count"))?.unwrap_or(0);
-            Some(Mla {
-                kv_lora_rank: rank,
-                n_rot,
-            })
-        }
-        _ => None,
+    let facts = layers::read(h, a, n_layer, n_trunk, &n_head_kv)?;
+    let swa = facts.swa;
+    let mla = if facts.mla {
+        Some(Mla {
+            kv_lora_rank: opt_u32(h, &key(a, "attention.kv_lora_rank"))?.unwrap_or(0),
+            n_rot: opt_u32(h, &key(a, "rope.dimension_count"))?.unwrap_or(0),
+            v_head_dim: opt_u32(h, &key(a, "attention.value_length_mla"))?.unwrap_or(0),
+        })
+    } else {
+        None
     };
     let quant = h
         .get_u64("general.file_type")
@@ -541,6 +609,10 @@ pub fn profile(h: &Header) -> Result<ModelProfile, ProfileError> {
         n_head_kv,
         head_dim_k,
         head_dim_v,
+        head_dim_k_swa,
+        head_dim_v_swa,
+        layer_kinds: facts.kinds,
+        nextn,
         n_ff,
         n_vocab,
         n_ctx_train,
@@ -549,51 +621,13 @@ pub fn profile(h: &Header) -> Result<ModelProfile, ProfileError> {
         mla,
         recurrent,
         layers,
+        skipped,
         token_embd,
         output,
         globals,
         weight_bytes,
         data_offset: h.data_offset,
     })
-}
-
-fn sliding_window(
-    h: &Header,
-    a: &str,
-    n_layer: u32,
-) -> Result<Option<SlidingWindow>, ProfileError> {
-    let Some(def) = arch::swa_default(a) else {
-        return Ok(None);
-    };
-    let window = opt_u32(h, &key(a, "attention.sliding_window"))?;
-    let window = match (window, def.default_window) {
-        (Some(w), _) if w > 0 => w,
-        (None, Some(w)) if !def.needs_window_key => w,
-        _ => return Ok(None),
-    };
-    let k_pattern = key(a, "attention.sliding_window_pattern");
-    let layers = if let Some(arr) = h.get_u64_array(&k_pattern) {
-        // A per-layer bool array (llama.cpp `get_arr` into `is_swa_impl`).
-        if arr.len() != n_layer as usize {
-            return Err(ProfileError::Invalid {
-                key: k_pattern,
-                why: format!("{} entries for {n_layer} layers", arr.len()),
-            });
-        }
-        arr.into_iter().map(|v| v != 0).collect()
-    } else if let Some(bools) = h.get_bool_array(&k_pattern) {
-        if bools.len() != n_layer as usize {
-            return Err(ProfileError::Invalid {
-                key: k_pattern,
-                why: format!("{} entries for {n_layer} layers", bools.len()),
-            });
-        }
-        bools
-    } else {
-        let n = opt_u32(h, &k_pattern)?.unwrap_or(def.n_pattern);
-        arch::swa_layers(n_layer, n, def.dense_first)
-    };
-    Ok(Some(SlidingWindow { window, layers }))
 }
 
 fn recurrent_facts(h: &Header, a: &str) -> Result<Option<Recurrent>, ProfileError> {

@@ -19,6 +19,7 @@ pub mod facts;
 pub mod mix;
 mod quant;
 mod vocab;
+pub mod zoo;
 
 pub use quant::{never_quantized, quant_type};
 
@@ -336,7 +337,6 @@ pub fn build(shape: Shape, mix: Mix) -> Result<Header, GgufError> {
     let s = shape.spec();
     let a = s.arch;
     let k = |key: &str| format!("{a}.{key}");
-    let (tokens, scores, types) = vocab::vocab(s.n_vocab);
     let u32_of = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
     let mut b = HeaderBuilder::new()
         .kv("general.architecture", a)
@@ -374,8 +374,18 @@ pub fn build(shape: Shape, mix: Mix) -> Result<Header, GgufError> {
             .kv(k("rope.scaling.type"), "linear")
             .kv(k("rope.scaling.factor"), f);
     }
-    b = b
-        .kv("tokenizer.ggml.model", "llama")
+    b = tokenizer(b, s.n_vocab);
+    for t in tensors(shape, mix) {
+        b = b.tensor(t.name, &t.dims, t.ty);
+    }
+    b.build()
+}
+
+/// The tokenizer section of a synthetic header: a SentencePiece vocabulary
+/// of `n_vocab` tokens (see [`vocab::vocab`]) and its special tokens.
+pub(crate) fn tokenizer(b: HeaderBuilder, n_vocab: u64) -> HeaderBuilder {
+    let (tokens, scores, types) = vocab::vocab(n_vocab);
+    b.kv("tokenizer.ggml.model", "llama")
         .kv(
             "tokenizer.ggml.tokens",
             Array::new(ArrayItems::String(tokens)),
@@ -388,11 +398,7 @@ pub fn build(shape: Shape, mix: Mix) -> Result<Header, GgufError> {
         .kv("tokenizer.ggml.unknown_token_id", 0u32)
         .kv("tokenizer.ggml.bos_token_id", 1u32)
         .kv("tokenizer.ggml.eos_token_id", 2u32)
-        .kv("tokenizer.ggml.add_bos_token", true);
-    for t in tensors(shape, mix) {
-        b = b.tensor(t.name, &t.dims, t.ty);
-    }
-    b.build()
+        .kv("tokenizer.ggml.add_bos_token", true)
 }
 
 /// Writes `shape` in `mix` to `path` as a sparse file (header, then a hole as

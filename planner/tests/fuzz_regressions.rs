@@ -64,10 +64,11 @@ mod sizes {
     /// recurrent state).
     fn tiny(arch: &str) -> Header {
         let e = 256u64;
-        let (n_head, n_head_kv) = if arch == "mamba" {
-            (0, 0)
-        } else {
-            (4u32, 2u32)
+        let (n_head, n_head_kv) = match arch {
+            "mamba" => (0, 0),
+            // Latent attention as the current converter writes it: one KV "head".
+            "deepseek2" => (4u32, 1u32),
+            _ => (4u32, 2u32),
         };
         let kv = e / 4 * u64::from(n_head_kv);
         let experts = if arch == "qwen3moe" { 4u64 } else { 0 };
@@ -93,9 +94,14 @@ mod sizes {
                     .kv(k("expert_used_count"), 2u32);
             }
             "deepseek2" => {
+                // The latent row (K only) is `key_length` = lora + rope wide.
                 b = b
                     .kv(k("attention.kv_lora_rank"), 64u32)
-                    .kv(k("rope.dimension_count"), 64u32);
+                    .kv(k("rope.dimension_count"), 64u32)
+                    .kv(k("attention.key_length"), 128u32)
+                    .kv(k("attention.value_length"), 64u32)
+                    .kv(k("attention.key_length_mla"), 128u32)
+                    .kv(k("attention.value_length_mla"), 64u32);
             }
             "mamba" => {
                 b = b
@@ -288,12 +294,13 @@ mod sizes {
 
     /// mla-rope-dim-kv-total: a latent row of 2^32 + 62 elements (8 GiB per
     /// cell in f16) over 1.85e9 cells is 1.6e19 bytes per layer: each layer
-    /// fits u64, their sum does not.
+    /// fits u64, their sum does not. (The fuzz input grew the rope
+    /// dimension; llama.cpp sizes the row by `key_length`, which carries it.)
     #[test]
     fn latent_cache_of_two_layers_saturates_their_sum() {
         let h = with_keys(
             tiny("deepseek2"),
-            &[("rope.dimension_count", 4_294_967_170)],
+            &[("attention.key_length", 64 + 4_294_967_170)],
         );
         let s = settings(Some(1_854_457_342), 1, 1, 1);
         let p = plan(&h, &s, &machine(None), CPU_BUILD);
@@ -309,12 +316,12 @@ mod sizes {
     fn latent_cache_below_the_limit_is_exact() {
         let h = with_keys(
             tiny("deepseek2"),
-            &[("rope.dimension_count", u64::from(u32::MAX))],
+            &[("attention.key_length", u64::from(u32::MAX))],
         );
         let s = settings(None, 1, 1, 1);
         let p = plan(&h, &s, &machine(None), CPU_BUILD);
         assert_refused(&p);
-        let per_cell = 2 * (64 + u64::from(u32::MAX));
+        let per_cell = 2 * u64::from(u32::MAX);
         assert_eq!(p.devices[0].kv_bytes, 2 * per_cell * u64::from(p.n_ctx));
     }
 
@@ -327,7 +334,7 @@ mod sizes {
         // Latent row 64 + (2^31 - 63) = 2^31 + 1 elements: 2^32 + 2 bytes in f16.
         let h = with_keys(
             tiny("deepseek2"),
-            &[("rope.dimension_count", (1 << 31) - 63)],
+            &[("attention.key_length", 64 + (1 << 31) - 63)],
         );
         let s = settings(Some(1 << 31), 1, 1, 1);
         let wrapped = 2 * ((1u128 << 63) + (1 << 32)) - (1 << 64);

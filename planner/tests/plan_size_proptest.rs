@@ -9,12 +9,13 @@
 
 use std::path::Path;
 
+use headroom_planner::arch::WindowKind;
 use headroom_planner::gguf::GgmlType;
 use headroom_planner::hw::{self, Overrides};
 use headroom_planner::memory::{self, Context, GpuSpec, MachineSpec, Placement, RepackRules};
 use headroom_planner::plan::{DeviceKind, FlashAttn, Settings, Verdict};
 use headroom_planner::profile::{
-    Experts, Layer, Mla, ModelProfile, Recurrent, SlidingWindow, Tensor,
+    Experts, Layer, LayerKind, Mla, ModelProfile, Recurrent, SlidingWindow, Tensor,
 };
 use headroom_planner::solve::{self, Build};
 use proptest::prelude::*;
@@ -176,11 +177,23 @@ fn profile(h: &Hyper) -> ModelProfile {
             .collect(),
         head_dim_k: h.head_dim_k,
         head_dim_v: h.head_dim_v,
+        head_dim_k_swa: h.head_dim_k,
+        head_dim_v_swa: h.head_dim_v,
+        layer_kinds: (0..n)
+            .map(|il| match h.kind {
+                Kind::Recurrent if il % 2 == 1 => LayerKind::Recurrent,
+                Kind::SlidingWindow if il % 6 != 5 => LayerKind::Sliding,
+                Kind::Latent => LayerKind::Mla,
+                _ => LayerKind::Full,
+            })
+            .collect(),
+        nextn: 0,
         n_ff: h.n_ff,
         n_vocab: h.n_vocab,
         n_ctx_train: u64::from(a),
         swa: (h.kind == Kind::SlidingWindow).then(|| SlidingWindow {
             window: a,
+            kind: WindowKind::Sliding,
             layers: (0..n).map(|il| il % 6 != 5).collect(),
         }),
         experts: (h.kind == Kind::Experts).then_some(Experts {
@@ -191,6 +204,7 @@ fn profile(h: &Hyper) -> ModelProfile {
         mla: (h.kind == Kind::Latent).then_some(Mla {
             kv_lora_rank: a,
             n_rot: b,
+            v_head_dim: c,
         }),
         recurrent: recurrent.then_some(Recurrent {
             d_conv: a,
@@ -200,6 +214,7 @@ fn profile(h: &Hyper) -> ModelProfile {
             rwkv_state_floats: if a % 2 == 0 { 0 } else { h.offset },
         }),
         layers,
+        skipped: Vec::new(),
         token_embd: Some(embd),
         output,
         globals: Vec::new(),

@@ -8,6 +8,7 @@
 
 use headroom::llama::{AccountingParams, Breakdown, FlashAttn, TensorOverride, breakdown};
 use headroom_planner::gguf::Header;
+use headroom_planner::synth::zoo::{self, Model};
 use headroom_planner::synth::{self, Mix, Shape};
 use std::path::Path;
 
@@ -103,6 +104,36 @@ fn every_synthetic_model_loads_and_weights_are_sized_exactly() {
                 }
             }
         }
+    }
+}
+
+/// Every architecture of the zoo is a file llama.cpp loads, and its model
+/// buffers hold exactly the file's tensors but the MTP blocks llama.cpp
+/// skips without `load_mtp` (which the planner leaves out too).
+#[test]
+fn every_zoo_architecture_loads_and_skipped_blocks_are_not_allocated() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for m in Model::ALL {
+        let path = dir.path().join(format!("{}.gguf", m.name()));
+        let h = zoo::write_sparse(&path, m, m.file_type()).expect("write synthetic model");
+        let b = query(&path, 4096, FlashAttn::Auto);
+        print(m.name(), &b);
+        let p = headroom_planner::profile::profile(&h).expect("profile");
+        let skipped: Vec<&str> = p.skipped.iter().map(|t| t.name.as_str()).collect();
+        let loaded: u64 = h
+            .tensors
+            .iter()
+            .filter(|t| !skipped.contains(&t.name.as_str()))
+            .map(|t| t.bytes.div_ceil(CPU_ALIGNMENT) * CPU_ALIGNMENT)
+            .sum();
+        assert_eq!(b.model_total(), loaded, "{}: model buffers", m.name());
+        let mtp = h.get_u64(&format!("{}.nextn_predict_layers", m.arch()));
+        assert_eq!(
+            skipped.is_empty(),
+            mtp.is_none(),
+            "{}: MTP blocks",
+            m.name()
+        );
     }
 }
 

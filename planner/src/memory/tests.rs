@@ -19,7 +19,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::plan::FlashAttn;
-use crate::profile::{self, Experts, Layer};
+use crate::profile::{self, Experts, Layer, LayerKind};
 use crate::synth::{self, Mix, Shape};
 
 // ---------------------------------------------------------------------------
@@ -248,6 +248,10 @@ fn tiny(tied: bool) -> ModelProfile {
         n_head_kv: vec![2, 2],
         head_dim_k: 64,
         head_dim_v: 64,
+        head_dim_k_swa: 64,
+        head_dim_v_swa: 64,
+        layer_kinds: vec![LayerKind::Full; 2],
+        nextn: 0,
         n_ff: 0,
         n_vocab: 1000,
         n_ctx_train: 4096,
@@ -260,6 +264,7 @@ fn tiny(tied: bool) -> ModelProfile {
         mla: None,
         recurrent: None,
         layers: vec![layer(0, 0), layer(1, 2592)],
+        skipped: Vec::new(),
         token_embd: Some(tensor("token_embd.weight", GgmlType::Q8_0, &[64, 12], 5184)),
         output: (!tied).then_some(output),
         globals: vec![tensor("output_norm.weight", GgmlType::F32, &[64], 6848)],
