@@ -241,6 +241,9 @@ pub enum WarningCode {
     DoesNotFit,
     /// The context was lowered below what was asked for or trained.
     ContextLimited,
+    /// The architecture has no synthetic test against llama.cpp's own
+    /// accounting: its plan follows the generic rules and may be off.
+    UnverifiedArchitecture,
 }
 
 /// A warning attached to a plan.
@@ -267,6 +270,26 @@ pub struct ModelInfo {
     pub file_bytes: u64,
     /// Training context.
     pub n_ctx_train: u64,
+    /// The planner was held to llama.cpp's accounting on this architecture
+    /// (`headroom_planner::arch::VERIFIED`).
+    pub verified: bool,
+}
+
+/// The cache rule llama.cpp applies to one kind of layer, and what it costs:
+/// why the KV cache is what it is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KvRule {
+    /// The kind of layer: `full`, `sliding`, `chunked`, `mla`, `recurrent`,
+    /// `parallel`, `mtp`, `shared` or `no_attention`.
+    pub kind: crate::profile::LayerKind,
+    /// Layers of this kind.
+    pub n_layers: u32,
+    /// KV cells each such layer keeps per sequence (none for a recurrent state).
+    pub cells_per_sequence: Option<u64>,
+    /// Bytes of cache (and state) of these layers, all sequences, all devices.
+    pub bytes: u64,
+    /// The rule in words, with the source it mirrors.
+    pub rule: String,
 }
 
 /// The settings the plan resolved (what the runner will pass to llama.cpp).
@@ -317,6 +340,8 @@ pub struct Plan {
     pub n_cpu_moe: u32,
     /// Resolved settings.
     pub settings: Resolved,
+    /// The KV cache rule of each kind of layer, in layer order.
+    pub kv_rules: Vec<KvRule>,
     /// Allocation per device (CPU first).
     pub devices: Vec<DeviceUse>,
     /// Process residency.

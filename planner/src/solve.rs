@@ -389,6 +389,16 @@ pub fn plan(
             message: why_not(&est, &m),
         });
     }
+    let verified = crate::arch::is_verified(&p.arch);
+    if !verified {
+        warnings.push(Warning {
+            code: WarningCode::UnverifiedArchitecture,
+            message: format!(
+                "architecture '{}' is not among those checked against llama.cpp's own accounting: the plan applies the generic rules and may be off (`run` checks with llama.cpp before loading)",
+                p.arch
+            ),
+        });
+    }
 
     let devices = est.devices.clone();
     let resolved = Resolved {
@@ -415,6 +425,7 @@ pub fn plan(
             n_params: p.n_params,
             file_bytes: p.file_bytes(),
             n_ctx_train: p.n_ctx_train,
+            verified,
         },
         verdict,
         quant: p.quant.clone(),
@@ -423,6 +434,7 @@ pub fn plan(
         n_parallel: est.ctx.n_seq,
         n_cpu_moe,
         settings: resolved,
+        kv_rules: memory::kv_rules(p, &est.ctx),
         devices,
         ram: RamUse {
             budget_bytes: ram_budget,
