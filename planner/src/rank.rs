@@ -43,6 +43,16 @@ pub fn fit_class(v: Verdict) -> u8 {
     }
 }
 
+/// Trust class of an architecture: 1 when the planner was held to
+/// llama.cpp's own accounting on it ([`crate::arch::VERIFIED`]), 0 when its
+/// plan follows the generic rules unchecked. `fit` ranks the unverified
+/// below the verified within a fit class: a plan that may be off should not
+/// push out one that was measured.
+#[must_use]
+pub fn trust_class(architecture: &str) -> u8 {
+    u8::from(crate::arch::is_verified(architecture))
+}
+
 /// Effective parameters in billions: √(total × active) for MoE.
 fn effective_b(total: u64, active: u64) -> f64 {
     ((total as f64) * (active as f64)).sqrt() / 1e9
@@ -82,6 +92,14 @@ mod tests {
 
     fn bits(ft: FileType) -> f64 {
         ft.default_type().bits_per_weight()
+    }
+
+    #[test]
+    fn checked_architectures_rank_above_unchecked_ones() {
+        assert_eq!(trust_class("llama"), 1);
+        assert_eq!(trust_class("qwen3next"), 1);
+        assert_eq!(trust_class("jamba"), 0);
+        assert_eq!(trust_class("no-such-architecture"), 0);
     }
 
     /// The module docs' examples, each stated as an equivalence (the

@@ -8,12 +8,14 @@
 //! 1. **fit class**: runs fully (every layer on the GPUs, or in RAM on a
 //!    machine without GPU) > runs with layers or experts in RAM > does not
 //!    fit;
-//! 2. **quality class**, in half-octave steps of model size
+//! 2. architectures the planner was checked on against llama.cpp's own
+//!    accounting before the others ([`headroom_planner::rank::trust_class`]);
+//! 3. **quality class**, in half-octave steps of model size
 //!    ([`headroom_planner::rank`] has the rule): larger, more bits and faster
 //!    than 10 tok/s rank higher; an MoE model counts as √(total × active);
-//! 3. models whose architecture is estimated from the parameter count after
+//! 4. models whose architecture is estimated from the parameter count after
 //!    those whose facts are known;
-//! 4. **speed**: estimated decode tokens per second; then the id.
+//! 5. **speed**: estimated decode tokens per second; then the id.
 //!
 //! More memory never moves a model to a lower fit class, nor to a
 //! lower-quality quantization within the fit class "runs fully".
@@ -26,7 +28,7 @@ use headroom_planner::hw::{self, HardwareSnapshot, Overrides};
 use headroom_planner::plan::{Plan, Settings, Verdict};
 // The ranking's pure decisions live (and are property-tested) in the planner;
 // re-exported because they are part of this module's public face.
-pub use headroom_planner::rank::{fit_class, quality_class};
+pub use headroom_planner::rank::{fit_class, quality_class, trust_class};
 use headroom_planner::solve::{self, Build};
 use headroom_planner::speed::SpeedBasis;
 use headroom_planner::synth::facts::ArchFacts;
@@ -101,6 +103,9 @@ pub struct Row {
     pub arch_basis: String,
     /// Fit class (2 runs fully, 1 with offload, 0 does not fit).
     pub fit_class: u8,
+    /// The planner was held to llama.cpp's accounting on this architecture
+    /// (`headroom_planner::arch::VERIFIED`); unverified ones rank lower.
+    pub arch_verified: bool,
     /// Quality class (see the module docs).
     pub quality_class: i32,
     /// One line on why this quantization and placement.
@@ -507,6 +512,7 @@ fn row_with(
         verified: fits && quant.verified,
         arch_estimated,
         fit_class: fit_class(verdict),
+        arch_verified: trust_class(&arch.facts.architecture) == 1,
         quality_class: quality_class(
             qp.n_params,
             qp.n_params_active,
@@ -565,6 +571,7 @@ pub fn rank(cat: &Catalog, hw: &HardwareSnapshot, build: Build, q: &Query) -> Re
     rows.sort_by(|a, b| {
         b.fit_class
             .cmp(&a.fit_class)
+            .then(b.arch_verified.cmp(&a.arch_verified))
             .then(b.quality_class.cmp(&a.quality_class))
             .then((a.arch_basis == "estimated").cmp(&(b.arch_basis == "estimated")))
             .then(

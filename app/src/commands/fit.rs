@@ -226,7 +226,7 @@ fn ranking_text(rows: &[Row], cat: &Catalog, hw: &HardwareSnapshot) -> String {
     }
     let _ = writeln!(
         s,
-        "catalog   {} models ({}); best first: runs fully, then quality class, then speed\n",
+        "catalog   {} models ({}); best first: runs fully, then checked architectures, then quality class, then speed\n",
         cat.entries().len(),
         cat.origin()
     );
@@ -261,7 +261,11 @@ fn ranking_text(rows: &[Row], cat: &Catalog, hw: &HardwareSnapshot) -> String {
         };
         t.add_row(vec![
             (i + 1).to_string(),
-            r.id.clone(),
+            if r.arch_verified {
+                r.id.clone()
+            } else {
+                format!("{}†", r.id)
+            },
             params,
             r.quant.clone().unwrap_or_else(|| "—".into()),
             mark(r.verdict).to_string(),
@@ -282,6 +286,12 @@ fn ranking_text(rows: &[Row], cat: &Catalog, hw: &HardwareSnapshot) -> String {
         let _ = writeln!(
             s,
             "~ estimated: derived from a sibling model's or a generic architecture, or a size not listed"
+        );
+    }
+    if rows.iter().any(|r| !r.arch_verified) {
+        let _ = writeln!(
+            s,
+            "† unverified: the planner has not been checked against llama.cpp's accounting on this architecture"
         );
     }
     let _ = writeln!(

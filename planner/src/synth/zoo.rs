@@ -326,6 +326,23 @@ mod tests {
         }
     }
 
+    /// `arch::VERIFIED` is exactly the architectures with a synthetic file
+    /// checked against llama.cpp (the plain shapes and the zoo): a new entry
+    /// needs a test, and a test makes its architecture verified.
+    #[test]
+    fn verified_architectures_are_those_with_a_synthetic_file() {
+        let mut tested: Vec<&str> = Model::ALL
+            .iter()
+            .map(|m| m.arch())
+            .chain(crate::synth::Shape::ALL.iter().map(|s| s.spec().arch))
+            .collect();
+        tested.sort_unstable();
+        tested.dedup();
+        let mut verified = crate::arch::VERIFIED.to_vec();
+        verified.sort_unstable();
+        assert_eq!(tested, verified);
+    }
+
     #[test]
     fn parameter_counts_match_the_published_models() {
         // Safetensors totals of the published checkpoints (the vision tower
