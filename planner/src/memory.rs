@@ -240,7 +240,7 @@ fn rule_of(p: &ModelProfile, ctx: &Context, il: usize, kind: LayerKind) -> (Opti
             "the whole context (--swa-full)".to_string()
         } else {
             format!(
-                "min(context, {window} + ubatch {}), padded to 256",
+                "min({full} cells of a sequence, {window} + ubatch {}), padded to 256",
                 ctx.n_ubatch
             )
         };

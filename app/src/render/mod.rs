@@ -110,6 +110,9 @@ pub fn plan_text(p: &Plan, hw: &HardwareSnapshot) -> String {
             String::new()
         }
     );
+    if let Some(kv) = kv_line(p) {
+        let _ = writeln!(s, "KV cache  {kv}");
+    }
     let mut speed = format!(
         "speed     est. {:.1} tok/s decode, {:.0} tok/s prompt",
         p.est_decode_tokens_per_s, p.est_prompt_tokens_per_s
@@ -168,6 +171,30 @@ pub fn plan_text(p: &Plan, hw: &HardwareSnapshot) -> String {
         }
     }
     s
+}
+
+/// The layer kinds behind the KV cache (`12 full (32768 cells), 36
+/// chunked (8704 cells), 1 mtp (no cache)`), when not every layer is plain
+/// full attention: the rules `plan --json` spells out in `kv_rules`.
+fn kv_line(p: &Plan) -> Option<String> {
+    use headroom_planner::profile::LayerKind;
+    if p.kv_rules.iter().all(|r| r.kind == LayerKind::Full) {
+        return None;
+    }
+    let parts: Vec<String> = p
+        .kv_rules
+        .iter()
+        .map(|r| {
+            let kind = r.kind.name().replace('_', " ");
+            let what = match (r.kind, r.cells_per_sequence) {
+                (LayerKind::Recurrent, _) => format!("state {}", mib(r.bytes)),
+                (_, Some(c)) => format!("{c} cells"),
+                (_, None) => "no cache".into(),
+            };
+            format!("{} {kind} ({what})", r.n_layers)
+        })
+        .collect();
+    Some(parts.join(", "))
 }
 
 fn machine_line(hw: &HardwareSnapshot) -> String {
