@@ -41,5 +41,5 @@ phase soak cargo test --release -p headroom --test run -- soak:: --test-threads=
 # Every fuzz target for a bounded time each (cargo-fuzz on the stable toolchain): the GGUF
 # header reader, the planner's size arithmetic, the hardware profile, the catalog
 # (TOML) and chat-template rendering; a crash fails.
-phase fuzz env FUZZ_SECONDS="${FUZZ_SECONDS:-60}" bash scripts/fuzz.sh gguf_header plan_sizes hw_profile catalog_toml template_render || status=$?
+phase fuzz env FUZZ_SECONDS="${FUZZ_SECONDS:-30}" bash scripts/fuzz.sh gguf_header plan_sizes hw_profile catalog_toml template_render || status=$?
 exit "$status"
