@@ -267,7 +267,8 @@ fn context_steps(p: &ModelProfile, s: &Settings) -> Vec<u32> {
     let mut steps = vec![min];
     let mut c = min;
     while c < cap {
-        c = (c * 2).min(cap);
+        // Past 2^31 (many slots of a long context) doubling would overflow.
+        c = c.saturating_mul(2).min(cap);
         steps.push(c);
     }
     steps

@@ -459,3 +459,21 @@ fn speed_basis_names_each_devices_bandwidth_and_bytes() {
     assert!(p.speed_basis.gpus.is_empty());
     assert!(p.speed_basis.ram.bytes_per_token >= m.weight_bytes / 2);
 }
+
+/// fuzz/artifacts/plan_sizes (crash-39f5e2d0): with many slots of a long
+/// training context the steps pass 2^31 cells, where doubling overflowed.
+#[test]
+fn context_steps_of_many_long_slots_saturate() {
+    let base = shape(Shape::Llama1B, Mix::Q8_0);
+    let p = ModelProfile {
+        n_ctx_train: u64::from(u32::MAX),
+        ..base
+    };
+    let s = Settings {
+        n_parallel: 140_000,
+        ..Settings::default()
+    };
+    let steps = context_steps(&p, &s);
+    assert_eq!(steps.last(), Some(&u32::MAX));
+    assert!(steps.windows(2).all(|w| w[0] < w[1]), "{steps:?}");
+}
