@@ -133,12 +133,18 @@ pub fn prepare(
     opts_args: &GenArgs,
     machine: &MachineArgs,
 ) -> Result<Prepared> {
-    match preflight(model, ctx, opts_args, machine)? {
+    Ok(report(preflight(model, ctx, opts_args, machine)?))
+}
+
+/// Print a decision's warnings, or its refusal with the nearest plan that
+/// fits, on stderr.
+pub fn report(decision: Decision) -> Prepared {
+    match decision {
         Decision::Ready(go) => {
             for w in &go.warnings {
                 eprintln!("headroom: warning: {w}");
             }
-            Ok(Prepared::Ready(go))
+            Prepared::Ready(go)
         }
         Decision::Refused(r) => {
             let hint = r.nearest.as_ref().map_or_else(String::new, |n| {
@@ -148,7 +154,7 @@ pub fn prepare(
                 "headroom: refused: does not fit: {}{hint}; --force loads anyway",
                 r.reason
             );
-            Ok(Prepared::Refused(ExitCode::from(EXIT_DOES_NOT_FIT)))
+            Prepared::Refused(ExitCode::from(EXIT_DOES_NOT_FIT))
         }
     }
 }

@@ -16,10 +16,10 @@ use anyhow::{Context, Result, anyhow};
 use headroom_planner::hw::{format_size, parse_size};
 use headroom_planner::slots::{self, Parallel};
 
-use super::{EXIT_DOES_NOT_FIT, UsageError, hardware};
+use super::{UsageError, hardware};
 use crate::cli::{MachineArgs, ServeArgs};
 use crate::runner::batch::{Admission, Scheduler, Stats};
-use crate::runner::preflight::{self, Decision, Request, describe_nearest};
+use crate::runner::preflight::{self, Request};
 use crate::runner::prompt::chat_format;
 use crate::runner::template::TemplateChoice;
 use crate::runner::{Engine, Sampling};
@@ -85,22 +85,10 @@ pub fn run(args: &ServeArgs, machine: &MachineArgs, verbose: u8) -> Result<ExitC
         threads: args.threads,
         siblings: &crate::source::siblings,
     })?;
-    let go = match decision {
-        Decision::Ready(go) => go,
-        Decision::Refused(r) => {
-            let hint = r.nearest.as_ref().map_or_else(String::new, |n| {
-                format!("; nearest plan that fits: {}", describe_nearest(n))
-            });
-            eprintln!(
-                "headroom: refused: does not fit: {}{hint}; --force loads anyway",
-                r.reason
-            );
-            return Ok(ExitCode::from(EXIT_DOES_NOT_FIT));
-        }
+    let go = match super::run::report(decision) {
+        super::run::Prepared::Ready(go) => go,
+        super::run::Prepared::Refused(code) => return Ok(code),
     };
-    for w in &go.warnings {
-        eprintln!("headroom: warning: {w}");
-    }
     let plan = go.plan.clone();
     let n_slots = plan.n_parallel.max(1) as usize;
     let n_ctx_slot = plan.n_ctx as usize / n_slots;

@@ -415,20 +415,29 @@ fn metrics_text(state: &AppState) -> String {
     out
 }
 
+/// What every generating request goes through first, cheapest first: the
+/// key, the body and its fields, a loaded model, and room in the queue
+/// (refused before any template or tokenizer work: a burst costs little).
+fn admit<'s, T>(
+    state: &'s AppState,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+    parse: fn(&[u8]) -> Result<T, ApiError>,
+) -> Result<(T, &'s Loaded), ApiError> {
+    authorize(state, headers)?;
+    let req = parse(&body_bytes(body)?)?;
+    let loaded = state.loaded.get().ok_or_else(loading)?;
+    state.admission.has_room().map_err(|why| busy(state, why))?;
+    Ok((req, loaded))
+}
+
 async fn chat_completions(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let prepared = async {
-        authorize(&state, &headers)?;
-        let body = body_bytes(body)?;
-        let req = openai::chat_request(&body)?;
-        let Some(loaded) = state.loaded.get() else {
-            return Err(loading());
-        };
-        // Refused before any template or tokenizer work: a burst costs little.
-        state.admission.has_room().map_err(|why| busy(&state, why))?;
+        let (req, loaded) = admit(&state, &headers, body, openai::chat_request)?;
         let Some(format) = loaded.format.clone() else {
             return Err(ApiError::bad_request(
                 "this model has no chat template: use /v1/completions, or start the server with --chat-template",
@@ -460,13 +469,7 @@ async fn completions(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let prepared = async {
-        authorize(&state, &headers)?;
-        let body = body_bytes(body)?;
-        let req = openai::completion_request(&body)?;
-        let Some(loaded) = state.loaded.get() else {
-            return Err(loading());
-        };
-        state.admission.has_room().map_err(|why| busy(&state, why))?;
+        let (req, loaded) = admit(&state, &headers, body, openai::completion_request)?;
         let engine = Arc::clone(&loaded.engine);
         let prompt = req.prompt;
         let tokens = tokio::task::spawn_blocking(move || {
