@@ -347,3 +347,19 @@ mod sizes {
         }
     }
 }
+
+/// `hw_profile` found it: a unified machine's integrated GPU takes the RAM's
+/// bandwidth as an assumed figure; the profile writer dropped assumed
+/// figures, so the written profile read back as a GPU with no bandwidth (the
+/// unknown-GPU default at plan time): another machine.
+#[test]
+fn a_unified_gpu_s_assumed_bandwidth_survives_a_round_trip() {
+    let path = std::path::Path::new("fuzz.toml");
+    use headroom_planner::hw;
+    let machine = hw::parse_profile("[unified]\ngpu_limit = \"12GiB\"\n", path)
+        .expect("a unified profile parses");
+    assert!(machine.gpus[0].bandwidth_bytes_per_s.is_some());
+    let written = hw::to_profile_toml(&machine).expect("written");
+    let again = hw::parse_profile(&written, path).expect("read back");
+    assert_eq!(again.gpus, machine.gpus);
+}

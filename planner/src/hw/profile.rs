@@ -174,6 +174,11 @@ struct GpuSection {
     free: Option<Size>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     bandwidth_bytes_per_s: Option<f64>,
+    /// Where `bandwidth_bytes_per_s` came from; absent: reported. Written
+    /// for an assumed figure (an integrated GPU's, which is the RAM's), so
+    /// a written profile reads back as the same machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    bandwidth_source: Option<BandwidthSource>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     uuid: Option<String>,
 }
@@ -342,7 +347,7 @@ fn build(file: ProfileFile, path: &Path) -> Result<HardwareSnapshot, String> {
             free_bytes: free,
             bandwidth_bytes_per_s: bandwidth,
             bandwidth_source: if bandwidth.is_some() {
-                BandwidthSource::Reported
+                g.bandwidth_source.unwrap_or(BandwidthSource::Reported)
             } else {
                 BandwidthSource::Assumed
             },
@@ -467,11 +472,16 @@ pub fn to_profile_toml(s: &HardwareSnapshot) -> Result<String, HwError> {
                 vendor: Some(g.vendor),
                 total: Size(g.total_bytes),
                 free: Some(Size(g.free_bytes)),
-                // Only a reported figure: a looked-up one is looked up
-                // again on reading, an assumed one assumed again.
+                // A looked-up figure is looked up again on reading; a
+                // reported one is written as it is, and an assumed one that
+                // has a value (an integrated GPU's, the RAM's) with its
+                // source, so it reads back the same.
                 bandwidth_bytes_per_s: g
                     .bandwidth_bytes_per_s
-                    .filter(|_| g.bandwidth_source == BandwidthSource::Reported),
+                    .filter(|_| g.bandwidth_source != BandwidthSource::LookedUp),
+                bandwidth_source: (g.bandwidth_bytes_per_s.is_some()
+                    && g.bandwidth_source == BandwidthSource::Assumed)
+                    .then_some(BandwidthSource::Assumed),
                 uuid: g.uuid.clone(),
             })
             .collect(),
