@@ -92,31 +92,13 @@ pub fn plan_auto(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hw::{self, Overrides};
     use crate::plan::Verdict;
     use crate::profile;
+    use crate::solve::tests::snapshot;
     use crate::synth::{self, Mix, Shape};
 
     const GIB: u64 = 1 << 30;
     const MIB: u64 = 1 << 20;
-
-    fn snapshot(ram: u64, vram: &[u64]) -> HardwareSnapshot {
-        let base = hw::parse_profile("", std::path::Path::new("default profile"))
-            .expect("the default profile parses");
-        hw::apply_overrides(
-            base,
-            &Overrides {
-                ram_bytes: Some(ram),
-                vram_bytes: Some(if vram.is_empty() {
-                    vec![0]
-                } else {
-                    vram.to_vec()
-                }),
-                profile: None,
-            },
-        )
-        .expect("valid overrides")
-    }
 
     fn llama_1b() -> ModelProfile {
         profile::profile(&synth::build(Shape::Llama1B, Mix::Q8_0).expect("synthetic header"))

@@ -633,4 +633,4 @@ pub fn choose(mut plans: Vec<Plan>, profiles_bpw: &[f64]) -> Option<Plan> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -182,7 +182,7 @@ pub fn run(args: &ServeArgs, machine: &MachineArgs, verbose: u8) -> Result<ExitC
                     let scheduler = Scheduler::new(&engine, n_slots, Arc::clone(&admission), Arc::clone(&state.stats));
                     eprintln!(
                         "headroom: serving {} at http://{addr}/v1: {n_slots} slot{} × {n_ctx_slot} tokens (context {}), queue {max_queue}; planned peak RAM {}{}",
-                        state.model_id,
+                        state.config.model_id,
                         if n_slots == 1 { "" } else { "s" },
                         plan.n_ctx,
                         format_size(plan.ram.peak_bytes),

@@ -45,18 +45,8 @@ pub struct AppState {
     pub admission: Arc<Admission>,
     /// The scheduler's counters.
     pub stats: Arc<Stats>,
-    /// The name `/v1/models` reports and responses carry.
-    pub model_id: String,
-    /// Slots.
-    pub slots: usize,
-    /// Cells per slot.
-    pub n_ctx_slot: usize,
-    /// `--api-key`.
-    pub api_key: Option<String>,
-    /// Sampling fields OpenAI's API has no name for (top-k, min-p).
-    pub defaults: Sampling,
-    /// The plan's peak resident memory.
-    pub planned_peak_bytes: u64,
+    /// The fixed facts: model name, slots, key, sampling defaults, plan.
+    pub config: Config,
     /// Unix seconds at startup.
     pub created: u64,
     /// Responses by status.
@@ -113,12 +103,7 @@ impl AppState {
             loaded: OnceLock::new(),
             admission,
             stats,
-            model_id: config.model_id,
-            slots: config.slots,
-            n_ctx_slot: config.n_ctx_slot,
-            api_key: config.api_key,
-            defaults: config.defaults,
-            planned_peak_bytes: config.planned_peak_bytes,
+            config,
             created: unix_now(),
             responses: ResponseCounts::default(),
             next_id: AtomicU64::new(1),
@@ -177,7 +162,7 @@ fn json_ok(state: &AppState, v: &Value) -> Response {
 
 /// The API key check: `Authorization: Bearer KEY` when one is set.
 fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
-    let Some(key) = &state.api_key else {
+    let Some(key) = &state.config.api_key else {
         return Ok(());
     };
     let given = headers
@@ -267,7 +252,7 @@ async fn models(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Respo
         &json!({
             "object": "list",
             "data": [{
-                "id": state.model_id,
+                "id": state.config.model_id,
                 "object": "model",
                 "created": state.created,
                 "owned_by": "headroom",
@@ -291,7 +276,7 @@ async fn health(State(state): State<Arc<AppState>>) -> Response {
         &state,
         &json!({
             "status": "ok",
-            "slots_idle": state.slots.saturating_sub(active),
+            "slots_idle": state.config.slots.saturating_sub(active),
             "slots_processing": active,
             "queued": state.admission.queued(),
         }),
@@ -342,7 +327,7 @@ fn metrics_text(state: &AppState) -> String {
         "slots_total",
         "gauge",
         "Slots the plan sized.",
-        state.slots.to_string(),
+        state.config.slots.to_string(),
     );
     metric(
         "tokens_generated_total",
@@ -384,7 +369,7 @@ fn metrics_text(state: &AppState) -> String {
         "kv_cells_total",
         "gauge",
         "KV cache cells over all slots.",
-        (state.n_ctx_slot * state.slots).to_string(),
+        (state.config.n_ctx_slot * state.config.slots).to_string(),
     );
     metric(
         "rss_bytes",
@@ -402,7 +387,7 @@ fn metrics_text(state: &AppState) -> String {
         "planned_peak_bytes",
         "gauge",
         "The plan's peak resident memory.",
-        state.planned_peak_bytes.to_string(),
+        state.config.planned_peak_bytes.to_string(),
     );
     let _ = writeln!(
         out,
@@ -491,7 +476,7 @@ fn busy(state: &AppState, why: Rejected) -> ApiError {
     let message = match why {
         Rejected::Full => format!(
             "every slot is busy and the queue is full ({} slots, {} waiting): retry later",
-            state.slots,
+            state.config.slots,
             state.admission.queued()
         ),
         Rejected::Closed => "the server is shutting down".to_string(),
@@ -524,7 +509,7 @@ async fn submit(
     template_stops: Vec<String>,
     params: Params,
 ) -> Response {
-    let n_slot = state.n_ctx_slot;
+    let n_slot = state.config.n_ctx_slot;
     if tokens.is_empty() {
         return error(state, &ApiError::bad_request("the prompt is empty"));
     }
@@ -536,7 +521,7 @@ async fn submit(
                 message: format!(
                     "the prompt is {} tokens and a slot holds {n_slot} ({} slots): shorten it, or restart with a larger --ctx-size or fewer --parallel slots",
                     tokens.len(),
-                    state.slots
+                    state.config.slots
                 ),
                 kind: "invalid_request_error",
                 code: Some("context_length_exceeded"),
@@ -551,7 +536,7 @@ async fn submit(
             top_p: params.top_p,
             repeat_penalty: 1.0,
             seed: params.seed.unwrap_or(crate::runner::DEFAULT_SEED),
-            ..state.defaults.clone()
+            ..state.config.defaults.clone()
         },
         n_predict: Some(max_tokens),
         ignore_eos: false,
@@ -573,7 +558,7 @@ async fn submit(
             Kind::Completion => "cmpl",
         }),
         created: unix_now(),
-        model: state.model_id.clone(),
+        model: state.config.model_id.clone(),
         kind,
     };
     if params.stream {

@@ -24,7 +24,7 @@ const GPU: Build = Build { gpu: true };
 
 /// headroom's default hardware profile (8 x86-64 cores with AVX2) with this
 /// RAM and these GPUs (none when empty).
-fn snapshot(ram: u64, vram: &[u64]) -> HardwareSnapshot {
+pub(crate) fn snapshot(ram: u64, vram: &[u64]) -> HardwareSnapshot {
     let base = hw::parse_profile("", std::path::Path::new("default profile"))
         .expect("the default profile parses");
     hw::apply_overrides(
