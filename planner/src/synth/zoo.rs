@@ -22,10 +22,11 @@ use super::tokenizer;
 use crate::gguf::writer::{HeaderBuilder, create_sparse_file};
 use crate::gguf::{Array, ArrayItems, GgufError, Header, Value};
 
-mod dense;
-mod hybrid;
+pub(super) mod dense;
+mod gemma3n;
+pub(super) mod hybrid;
 mod latent;
-mod moe;
+pub(super) mod moe;
 
 /// An architecture's reference model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -61,11 +62,14 @@ pub enum Model {
     Gemma2_9B,
     /// GLM-4-9B-0414: fused gate/up, post-norms.
     Glm4_9B,
+    /// Gemma-3n-E2B: per-layer token embeddings, AltUp and LAuReL, the last
+    /// 10 of 30 layers reusing the cache of the first 20.
+    Gemma3nE2B,
 }
 
 impl Model {
     /// Every model.
-    pub const ALL: [Model; 13] = [
+    pub const ALL: [Model; 14] = [
         Model::DeepSeekV2Lite2024,
         Model::DeepSeekV2Lite,
         Model::Llama4Scout,
@@ -79,6 +83,7 @@ impl Model {
         Model::Qwen3_8B,
         Model::Gemma2_9B,
         Model::Glm4_9B,
+        Model::Gemma3nE2B,
     ];
 
     /// Short name, e.g. `deepseek2-lite-2024`.
@@ -98,6 +103,7 @@ impl Model {
             Model::Qwen3_8B => "qwen3-8b",
             Model::Gemma2_9B => "gemma2-9b",
             Model::Glm4_9B => "glm4-9b",
+            Model::Gemma3nE2B => "gemma3n-e2b",
         }
     }
 
@@ -131,6 +137,7 @@ impl Model {
             Model::Qwen3_8B => dense::qwen3_8b(),
             Model::Gemma2_9B => dense::gemma2_9b(),
             Model::Glm4_9B => dense::glm4_9b(),
+            Model::Gemma3nE2B => gemma3n::gemma3n_e2b(),
         }
     }
 
@@ -185,6 +192,13 @@ impl Draft {
         d.kv(c.norm_eps_key, c.norm_eps);
         d.kv("vocab_size", u32::try_from(c.n_vocab).unwrap_or(u32::MAX));
         d
+    }
+
+    /// Its metadata (without the general keys and the tokenizer) and its
+    /// tensors' names and shapes, in file order: what `synth::facts` builds
+    /// a catalog entry's header from when the zoo lays out its architecture.
+    pub(super) fn into_parts(self) -> (Vec<(String, Value)>, Vec<(String, Vec<u64>)>) {
+        (self.meta, self.tensors)
     }
 
     /// `{arch}.{key}`.

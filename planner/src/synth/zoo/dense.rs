@@ -136,35 +136,75 @@ pub(super) fn gemma2_9b() -> Draft {
 /// Q/K/V biases, half-rotary, a fused gate/up of 2 × 13696, post-norms,
 /// vocabulary 151552, context 32768).
 pub(super) fn glm4_9b() -> Draft {
-    const LAYERS: u32 = 40;
-    const EMBD: u64 = 4096;
-    const FF: u64 = 13696;
+    glm4(&Glm4 {
+        n_layer: 40,
+        n_embd: 4096,
+        n_ff: 13696,
+        n_head: 32,
+        n_head_kv: 2,
+        head_dim: 128,
+        n_vocab: 151_552,
+        n_ctx_train: 32_768,
+        rope_dim: Some(64),
+        tied: false,
+    })
+}
+
+/// The hyper-parameters of a GLM-4 (`glm4`) model.
+pub(crate) struct Glm4 {
+    pub n_layer: u32,
+    pub n_embd: u64,
+    pub n_ff: u64,
+    pub n_head: u64,
+    pub n_head_kv: u64,
+    pub head_dim: u64,
+    pub n_vocab: u64,
+    pub n_ctx_train: u64,
+    /// `rope.dimension_count` (unset: the head size).
+    pub rope_dim: Option<u32>,
+    pub tied: bool,
+}
+
+/// A GLM-4 model (GLM-4-0414, GLM-Z1): Q/K/V biases, a fused gate/up,
+/// post-norms (`src/models/glm4.cpp`).
+pub(crate) fn glm4(p: &Glm4) -> Draft {
+    let embd = p.n_embd;
     let mut d = Draft::new(
         "glm4",
         &Common {
-            n_layer: LAYERS,
-            n_embd: EMBD as u32,
-            n_ff: FF as u32,
-            n_head: 32,
-            n_head_kv: 2,
-            n_vocab: 151_552,
-            n_ctx_train: 32_768,
+            n_layer: p.n_layer,
+            n_embd: u32::try_from(embd).unwrap_or(u32::MAX),
+            n_ff: u32::try_from(p.n_ff).unwrap_or(u32::MAX),
+            n_head: u32::try_from(p.n_head).unwrap_or(u32::MAX),
+            n_head_kv: u32::try_from(p.n_head_kv).unwrap_or(u32::MAX),
+            n_vocab: p.n_vocab,
+            n_ctx_train: p.n_ctx_train,
             ..Common::default()
         },
     );
-    d.kv("attention.head_count_kv", 2u32);
-    d.kv("attention.key_length", 128u32);
-    d.kv("attention.value_length", 128u32);
-    d.kv("rope.dimension_count", 64u32);
-    d.embeddings(EMBD, false);
-    for il in 0..LAYERS {
-        d.blk(il, "attn_norm.weight", &[EMBD]);
-        attention(&mut d, il, EMBD, 32 * 128, 2 * 128, true);
-        d.blk(il, "post_attention_norm.weight", &[EMBD]);
-        d.blk(il, "ffn_norm.weight", &[EMBD]);
-        d.blk(il, "ffn_down.weight", &[FF, EMBD]);
-        d.blk(il, "ffn_up.weight", &[EMBD, 2 * FF]);
-        d.blk(il, "post_ffw_norm.weight", &[EMBD]);
+    let head = u32::try_from(p.head_dim).unwrap_or(u32::MAX);
+    d.kv(
+        "attention.head_count_kv",
+        u32::try_from(p.n_head_kv).unwrap_or(u32::MAX),
+    );
+    d.kv("attention.key_length", head);
+    d.kv("attention.value_length", head);
+    if let Some(rope) = p.rope_dim {
+        d.kv("rope.dimension_count", rope);
+    }
+    d.embeddings(embd, p.tied);
+    let (q, kv) = (
+        p.n_head.saturating_mul(p.head_dim),
+        p.n_head_kv.saturating_mul(p.head_dim),
+    );
+    for il in 0..p.n_layer {
+        d.blk(il, "attn_norm.weight", &[embd]);
+        attention(&mut d, il, embd, q, kv, true);
+        d.blk(il, "post_attention_norm.weight", &[embd]);
+        d.blk(il, "ffn_norm.weight", &[embd]);
+        d.blk(il, "ffn_down.weight", &[p.n_ff, embd]);
+        d.blk(il, "ffn_up.weight", &[embd, p.n_ff.saturating_mul(2)]);
+        d.blk(il, "post_ffw_norm.weight", &[embd]);
     }
     d
 }
