@@ -476,8 +476,37 @@ fn layout(arch: &str) -> Layout {
     }
 }
 
+/// The metadata and tensors of `f` laid out by the zoo's builder of its
+/// architecture (see [`super::zoo`]), for the architectures whose layout only
+/// the zoo knows: one layout per architecture, checked against llama.cpp
+/// there.
+fn zoo_parts(f: &ArchFacts) -> Option<(Vec<(String, Value)>, Vec<(String, Vec<u64>)>)> {
+    use super::zoo::dense;
+    let draft = match f.architecture.as_str() {
+        "glm4" => dense::glm4(&dense::Glm4 {
+            n_layer: f.block_count,
+            n_embd: f.embedding_length,
+            n_ff: f.feed_forward_length,
+            n_head: f.head_count,
+            n_head_kv: f.head_count_kv,
+            head_dim: f.key_length,
+            n_vocab: f.vocab_size,
+            n_ctx_train: f.context_length,
+            rope_dim: u32::try_from(f.rope_dimension_count)
+                .ok()
+                .filter(|&n| n > 0),
+            tied: f.tied_embeddings,
+        }),
+        _ => return None,
+    };
+    Some(draft.into_parts())
+}
+
 /// Every tensor's name and shape, in file order.
 fn raw_tensors(f: &ArchFacts) -> Vec<(String, Vec<u64>)> {
+    if let Some((_, tensors)) = zoo_parts(f) {
+        return tensors;
+    }
     let l = layout(&f.architecture);
     let e = f.embedding_length;
     // Saturating: facts are validated ([`PartialFacts::complete`]) by laying
@@ -756,6 +785,13 @@ fn metadata(f: &ArchFacts, ftype: FileType) -> Result<Vec<(String, Value)>, Fact
         u32_fact!("attention.value_length", value_length),
         u32_fact!("vocab_size", vocab_size),
     ];
+    if let Some((meta, _)) = zoo_parts(f) {
+        // The zoo's keys for its architecture (sizes, heads, and the keys
+        // llama.cpp requires of it), after the general ones.
+        m.truncate(4);
+        m.extend(meta);
+        return Ok(m);
+    }
     if f.context_length > 0 {
         m.push(u32_fact!("context_length", context_length));
     }
