@@ -17,7 +17,8 @@
 //!
 //! With `--zoo` after the two arguments it records the architectures of
 //! `synth::zoo` instead (latent attention in both layouts, chunked
-//! attention, hybrid recurrent models, MTP blocks, few and many experts) at
+//! attention, hybrid recurrent models, MTP blocks, few and many experts,
+//! Gemma 3n's shared KV cache) at
 //! every context, sequence count and flash attention setting the planner
 //! promises, into `src/memory/fixtures/zoo_accounting.json`.
 

@@ -365,6 +365,13 @@ pub fn kv_shared_from(arch: &str, n_layer: u32, shared_kv_layers: Option<u32>) -
     }
 }
 
+/// Architectures whose loader creates a tied output (`token_embd.weight`
+/// with `TENSOR_DUPLICATED`) before the token embedding itself: on the CPU
+/// the output finds no tensor to share and is allocated a second time
+/// (`llama_model_loader::create_tensor`). gemma4 loads in the same order but
+/// is not yet checked.
+pub const TIED_OUTPUT_CREATED_FIRST: &[&str] = &["gemma3n"];
+
 /// Architectures the planner is held to llama.cpp's own accounting on: a
 /// synthetic file of each (`synth::Shape`, `synth::zoo`) is compared with a
 /// `no_alloc` load, weights, KV cache (recurrent state included) and
@@ -386,6 +393,7 @@ pub const VERIFIED: &[&str] = &[
     "qwen3",
     "gemma2",
     "glm4",
+    "gemma3n",
 ];
 
 /// Whether the planner's figures for this architecture were checked

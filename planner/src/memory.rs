@@ -12,6 +12,7 @@
 //! holds: llama.cpp's CPU compute buffer is mostly the logits of a full
 //! ubatch, which is allocated but almost never touched).
 
+use crate::arch;
 use crate::gguf::GgmlType;
 use crate::plan::{BufferUse, DeviceKind, DeviceUse, FlashAttn, Settings};
 use crate::profile::{ModelProfile, Tensor};
@@ -265,7 +266,10 @@ impl RepackRules {
         } else {
             t.dims.len() == 2
         };
-        if !is_matrix || t.name == "token_embd.weight" || t.name.ends_with(".bias") {
+        // Token embeddings (gemma3n's per-layer ones too) are read with
+        // GET_ROWS, which the repacked buffer does not take.
+        let embedding = t.name == "token_embd.weight" || t.name == "per_layer_token_embd.weight";
+        if !is_matrix || embedding || t.name.ends_with(".bias") {
             return false;
         }
         let rows = t.dims.get(1).copied().unwrap_or(0);
@@ -645,7 +649,16 @@ fn place_weights(
         place(t, out_dev, 1.0);
     }
     for t in &p.globals {
-        place(t, out_dev, 1.0);
+        // gemma3n's per-layer token embeddings are an input layer's (on the
+        // CPU, a row read per token); its per-layer projection and norm are
+        // created as block 0's (`LLM_TENSOR_LAYER_REPEATING`).
+        match t.name.as_str() {
+            "per_layer_token_embd.weight" => place(t, None, 0.0),
+            "per_layer_model_proj.weight" | "per_layer_proj_norm.weight" => {
+                place(t, placement.device_of(p.n_layer, 0), 1.0);
+            }
+            _ => place(t, out_dev, 1.0),
+        }
     }
     if p.output.is_none() && out_dev.is_some() {
         // A tied output on the GPU: llama.cpp loads a GPU copy of the embedding for the logits.
@@ -675,6 +688,17 @@ fn place_weights(
         _ => 0,
     };
     w.cpu_repack = sum([w.cpu_repack, tied_repack]);
+    // An architecture that creates the tied output before the embedding
+    // finds no tensor to share in the CPU buffer (`create_tensor`'s
+    // `TENSOR_DUPLICATED` lookup) and holds the output as a second one.
+    if arch::TIED_OUTPUT_CREATED_FIRST.contains(&p.arch.as_str())
+        && p.output.is_none()
+        && out_dev.is_none()
+        && tied_repack == 0
+        && let Some(t) = &p.token_embd
+    {
+        w.cpu_plain = sum([w.cpu_plain, pad(t.bytes, 32)]);
+    }
     w
 }
 

@@ -2,7 +2,8 @@
 //! (dense GQA, sliding window, MoE) in three type mixes, every architecture
 //! of `synth::zoo` (latent attention in both DeepSeek layouts, Llama 4's
 //! chunked attention, the Qwen3-Next and Granite 4 hybrids with their
-//! recurrent state, MTP blocks, gpt-oss, few- and many-expert MoE, Phi-3),
+//! recurrent state, MTP blocks, gpt-oss, few- and many-expert MoE, Phi-3,
+//! Gemma 3n's shared KV cache and per-layer embeddings),
 //! and the real test model, loaded with llama.cpp's `no_alloc` accounting
 //! (no weights read) and compared per buffer type with the planner's
 //! header-only CPU prediction.

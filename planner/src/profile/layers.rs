@@ -360,6 +360,18 @@ mod tests {
         assert_eq!(attention, [5, 15, 25, 35]);
     }
 
+    /// Gemma 3n: the first 20 layers cache (a full layer every fifth, from
+    /// the `sliding_window_pattern` flags), the last 10 reuse theirs.
+    #[test]
+    fn gemma3n_shares_the_cache_of_its_first_twenty_layers() {
+        let p = zoo_profile(Model::Gemma3nE2B);
+        assert_eq!(counts(&p), [("sliding", 16), ("full", 4), ("shared", 10)]);
+        let full: Vec<usize> = (0..30)
+            .filter(|&il| p.is_attention_layer(il) && !p.is_swa_layer(il))
+            .collect();
+        assert_eq!(full, [4, 9, 14, 19]);
+    }
+
     #[test]
     fn glm_mtp_block_is_skipped() {
         let p = zoo_profile(Model::Glm45Air);

@@ -254,6 +254,27 @@ pub fn allows_quantization(name: &str, dims: &[u64]) -> bool {
         && !name.contains("ffn_gate_inp.weight")
         && !name.contains("ssm_conv1d")
         && !name.contains("attn_rel_b.weight")
+        && !kept_as_converted(name)
+}
+
+/// Gemma 3n's matrices llama-quantize leaves as they are ("altup", "laurel",
+/// "per_layer_model_proj" in `tensor_allows_quantization`).
+fn kept_as_converted(name: &str) -> bool {
+    name.contains("altup") || name.contains("laurel") || name.contains("per_layer_model_proj")
+}
+
+/// Whether the converter writes this tensor, which llama-quantize leaves as
+/// it is, as a 16-bit float: the matrices of [`kept_as_converted`] but the
+/// AltUp coefficients (llama.cpp's converter forces those to F32, as every
+/// 1-D tensor and norm; synthetic files store all of those as F32).
+fn converted_in_16_bits(name: &str, dims: &[u64]) -> bool {
+    let n_dims = dims.iter().rposition(|&d| d != 1).map_or(1, |i| i + 1);
+    n_dims >= 2
+        && name.ends_with("weight")
+        && !name.contains("_norm.weight")
+        && kept_as_converted(name)
+        && !name.contains("altup_correct_coef")
+        && !name.contains("altup_predict_coef")
 }
 
 /// `layer_info`: the block index of an FFN tensor.
@@ -310,6 +331,9 @@ struct Facts {
     cat: Category,
     layer: Option<u32>,
     allows: bool,
+    /// Left alone by llama-quantize but stored in 16 bits
+    /// ([`converted_in_16_bits`]).
+    kept_16bit: bool,
     ne0: u64,
     ne2: u64,
 }
@@ -337,6 +361,7 @@ impl MixPlan {
                 cat: category(t.name),
                 layer: layer_of(t.name),
                 allows: allows_quantization(t.name, t.dims),
+                kept_16bit: converted_in_16_bits(t.name, t.dims),
                 ne0: t.dims.first().copied().unwrap_or(0),
                 ne2: t.dims.get(2).copied().unwrap_or(1),
             })
@@ -381,8 +406,15 @@ pub fn tensor_types(model: &MixModel, ftype: FileType, tensors: &[MixTensor<'_>]
 
 /// `llama_tensor_get_type` for one tensor.
 fn tensor_type(m: &MixModel, ftype: FileType, t: &Facts, tied: bool, c: &mut Counters) -> GgmlType {
-    if ftype == FileType::F32 || !t.allows {
+    if ftype == FileType::F32 {
         return GgmlType::F32;
+    }
+    if !t.allows {
+        return match (t.kept_16bit, ftype) {
+            (false, _) => GgmlType::F32,
+            (true, FileType::BF16) => GgmlType::BF16,
+            (true, _) => GgmlType::F16,
+        };
     }
     let default = ftype.default_type();
     if !default.is_quantized() {

@@ -3,8 +3,9 @@
 //! chunked attention (Llama 4), hybrid recurrent models (Qwen3-Next's gated
 //! delta-net, Granite 4's Mamba-2), multi-token-prediction blocks (Qwen3-Next,
 //! GLM-4.5), attention sinks with a sliding window (gpt-oss), MoE shapes
-//! with few and with many experts, and the dense layouts of Qwen2, Qwen3,
-//! Gemma 2, GLM-4 and Phi-3.
+//! with few and with many experts, the dense layouts of Qwen2, Qwen3,
+//! Gemma 2, GLM-4 and Phi-3, and Gemma 3n (per-layer token embeddings, AltUp
+//! streams, layers that reuse an earlier layer's KV cache).
 //!
 //! Why: each of these is a rule of llama.cpp's loader or KV cache that a plain
 //! shape ([`super::Shape`]) does not exercise, and the planner must be held to
