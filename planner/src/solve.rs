@@ -24,7 +24,9 @@ use crate::plan::{
     Warning, WarningCode,
 };
 use crate::profile::ModelProfile;
-use crate::speed::{self, GpuBasis, RamBandwidthSource, RamBasis, SpeedBasis, Throughput};
+use crate::speed::{
+    self, GpuBasis, RamBandwidthSource, RamBasis, SpeedBasis, SpeedCalibration, Throughput,
+};
 /// Smallest default context.
 pub const MIN_DEFAULT_CTX: u32 = 4096;
 /// Largest context the solver grows to on its own.
@@ -43,7 +45,10 @@ pub struct Build {
 /// The machine reduced to budgets and speeds.
 struct Machine {
     spec: MachineSpec,
+    /// The CPU as the speed model sees it, before calibration.
     cpu: Throughput,
+    /// Measured ÷ estimated speeds of earlier runs on this machine.
+    calibration: Option<SpeedCalibration>,
     gpus: Vec<Throughput>,
     /// Per GPU: peak bandwidth, where it came from, FP16 throughput.
     gpu_sources: Vec<(f64, BandwidthSource, Option<f64>)>,
@@ -110,6 +115,7 @@ fn machine(hw: &HardwareSnapshot, build: Build) -> Machine {
             threads,
         },
         cpu: speed::cpu_throughput(ram.bandwidth_bytes_per_s, threads, &hw.cpu.features),
+        calibration: ram.speed_calibration.filter(|c| c.runs > 0),
         gpus: if gpu_usable { thr } else { Vec::new() },
         gpu_sources: if gpu_usable { sources } else { Vec::new() },
         unified,
@@ -197,15 +203,20 @@ fn bytes_per_token(e: &Estimate) -> Vec<u64> {
 /// What the decode estimate of `e` on `m` assumes.
 fn speed_basis(hw: &HardwareSnapshot, e: &Estimate, m: &Machine) -> SpeedBasis {
     let bytes = bytes_per_token(e);
+    let cal = m.calibration;
     SpeedBasis {
         ram: RamBasis {
             bandwidth_bytes_per_s: hw.ram.bandwidth_bytes_per_s,
-            source: if hw.ram.bandwidth_measured {
+            source: if cal.is_some() {
+                RamBandwidthSource::Calibrated
+            } else if hw.ram.bandwidth_measured {
                 RamBandwidthSource::Measured
             } else {
                 RamBandwidthSource::Default
             },
-            calibration_runs: None,
+            calibration_runs: cal.map(|c| c.runs),
+            calibration_decode_factor: cal.map(|c| SpeedCalibration::clamp(c.decode_factor)),
+            calibration_prompt_factor: cal.map(|c| SpeedCalibration::clamp(c.prompt_factor)),
             bytes_per_token: bytes.first().copied().unwrap_or(0),
         },
         gpus: e.devices[1..]
@@ -224,9 +235,16 @@ fn speed_basis(hw: &HardwareSnapshot, e: &Estimate, m: &Machine) -> SpeedBasis {
     }
 }
 
+/// Decode and prompt tokens/s of `e` on `m`, the CPU's side scaled by the
+/// machine's calibration (decode and prompt each by its own factor).
 fn decode_speed(p: &ModelProfile, e: &Estimate, m: &Machine) -> (f64, f64) {
-    let mut devs = vec![m.cpu];
+    let (decode_f, prompt_f) = m
+        .calibration
+        .map_or((1.0, 1.0), |c| (c.decode_factor, c.prompt_factor));
+    let mut devs = vec![m.cpu.calibrated(decode_f)];
     devs.extend(m.gpus.iter().copied());
+    let mut prompt_devs = devs.clone();
+    prompt_devs[0] = m.cpu.calibrated(prompt_f);
     let bytes = bytes_per_token(e);
     let bpw = bits_per_weight(p);
     let params: Vec<u64> = e
@@ -237,7 +255,7 @@ fn decode_speed(p: &ModelProfile, e: &Estimate, m: &Machine) -> (f64, f64) {
     let layers: Vec<u32> = e.devices.iter().map(|d| d.n_layers).collect();
     (
         speed::decode_tokens_per_s(&bytes, &params, &layers, &devs, p.n_vocab),
-        speed::prompt_tokens_per_s(&params, &devs, 0),
+        speed::prompt_tokens_per_s(&params, &prompt_devs, 0),
     )
 }
 

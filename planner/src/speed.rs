@@ -12,9 +12,48 @@
 //! the bytes each reads per token, so an estimate can be checked and its
 //! weakest assumption named.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::hw::BandwidthSource;
+
+/// Version of the speed model's formulas and constants. The calibration log
+/// records it with each run, and only runs estimated by this version
+/// calibrate later estimates: a ratio to an older model's estimate says
+/// nothing about this one's.
+pub const SPEED_MODEL_VERSION: u32 = 2;
+
+/// Calibration factors are clamped to this range: a run that measured more
+/// than 4× off its estimate is a machine that was busy, asleep or
+/// misdetected, not a property of its CPU.
+pub const CALIBRATION_RANGE: (f64, f64) = (0.25, 4.0);
+
+/// What earlier runs on this machine measured against this speed model's
+/// estimates: measured ÷ estimated tokens/s, the median of recent runs, for
+/// the CPU's side of decode and of prompt processing. Plain data: the app
+/// reads its calibration log and hands this to the planner with the
+/// machine ([`crate::hw::RamInfo::speed_calibration`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SpeedCalibration {
+    /// Runs the factors were taken from.
+    pub runs: u32,
+    /// Measured ÷ estimated decode speed.
+    pub decode_factor: f64,
+    /// Measured ÷ estimated prompt speed.
+    pub prompt_factor: f64,
+}
+
+impl SpeedCalibration {
+    /// A factor as the planner uses it: within [`CALIBRATION_RANGE`], and 1
+    /// (no change) when it is not a finite positive number.
+    #[must_use]
+    pub fn clamp(factor: f64) -> f64 {
+        if factor.is_finite() && factor > 0.0 {
+            factor.clamp(CALIBRATION_RANGE.0, CALIBRATION_RANGE.1)
+        } else {
+            1.0
+        }
+    }
+}
 
 /// What one device can sustain.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -25,6 +64,25 @@ pub struct Throughput {
     pub flops: f64,
     /// Fixed cost per layer per token (thread barriers, kernel launches), seconds.
     pub per_layer_s: f64,
+    /// Cost per vocabulary entry per generated token, seconds: sampling,
+    /// which runs on the CPU whichever device computed the logits (0 for a GPU).
+    pub per_vocab_s: f64,
+}
+
+impl Throughput {
+    /// This device `factor` times faster (or slower, below 1) than modelled:
+    /// rates multiplied, fixed costs divided, so every time it spends on a
+    /// token is divided by `factor` (clamped by [`SpeedCalibration::clamp`]).
+    #[must_use]
+    pub fn calibrated(self, factor: f64) -> Self {
+        let f = SpeedCalibration::clamp(factor);
+        Throughput {
+            bandwidth: self.bandwidth * f,
+            flops: self.flops * f,
+            per_layer_s: self.per_layer_s / f,
+            per_vocab_s: self.per_vocab_s / f,
+        }
+    }
 }
 
 /// Fraction of the measured stream bandwidth (all cores reading one large
@@ -74,6 +132,7 @@ pub fn cpu_throughput(bandwidth: f64, threads: u32, features: &[String]) -> Thro
         bandwidth: bandwidth * CPU_BANDWIDTH_EFFICIENCY,
         flops: per_core * f64::from(threads.max(1)),
         per_layer_s: CPU_PER_LAYER_S,
+        per_vocab_s: SAMPLING_S_PER_VOCAB,
     }
 }
 
@@ -85,6 +144,7 @@ pub fn gpu_throughput(bandwidth: f64, fp16_flops: Option<f64>) -> Throughput {
         bandwidth: bandwidth * GPU_BANDWIDTH_EFFICIENCY,
         flops: fp16_flops.map_or(bandwidth * GPU_FLOPS_PER_BYTE, |f| f * GPU_FP16_EFFICIENCY),
         per_layer_s: GPU_PER_LAYER_S,
+        per_vocab_s: 0.0,
     }
 }
 
@@ -108,6 +168,13 @@ pub struct RamBasis {
     /// Runs of this machine the estimate was calibrated from, when it was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub calibration_runs: Option<u32>,
+    /// When calibrated: measured ÷ estimated decode speed of those runs
+    /// (the CPU's time per token is divided by it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub calibration_decode_factor: Option<f64>,
+    /// When calibrated: measured ÷ estimated prompt speed of those runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub calibration_prompt_factor: Option<f64>,
     /// Bytes the CPU reads per generated token (weights in RAM, and the KV
     /// cache there of a conversation's first 1024 tokens).
     pub bytes_per_token: u64,
@@ -173,8 +240,9 @@ pub fn decode_tokens_per_s(
     if bytes.iter().all(|&b| b == 0) {
         return 0.0;
     }
-    let mut t = n_vocab as f64 * SAMPLING_S_PER_VOCAB;
+    let mut t = 0.0;
     for (((b, p), l), d) in bytes.iter().zip(params).zip(layers).zip(devices) {
+        t += n_vocab as f64 * d.per_vocab_s;
         if *b == 0 {
             continue;
         }
@@ -220,11 +288,13 @@ mod tests {
             bandwidth: 50e9,
             flops: 1e15,
             per_layer_s: 0.0,
+            per_vocab_s: 0.0,
         };
         let gpu = Throughput {
             bandwidth: 1000e9,
             flops: 1e15,
             per_layer_s: 0.0,
+            per_vocab_s: 0.0,
         };
         // 1 GB on the GPU and 1 GB on the CPU: 1 ms + 20 ms.
         let tps = decode_tokens_per_s(
@@ -243,6 +313,7 @@ mod tests {
             bandwidth: 100e9,
             flops: 10e9,
             per_layer_s: 0.0,
+            per_vocab_s: 0.0,
         };
         // 100 MB read, 500 M params: memory 1 ms, math 100 ms.
         let tps = decode_tokens_per_s(&[100_000_000], &[500_000_000], &[1], &[cpu], 0);
@@ -255,11 +326,13 @@ mod tests {
             bandwidth: f64::MAX,
             flops: f64::MAX,
             per_layer_s: 0.0,
+            per_vocab_s: 0.0,
         };
         let broken = Throughput {
             bandwidth: f64::NAN,
             flops: f64::NAN,
             per_layer_s: 0.0,
+            per_vocab_s: 0.0,
         };
         for d in [
             fastest,
@@ -304,6 +377,7 @@ mod tests {
             bandwidth: 1e12,
             flops: 1e15,
             per_layer_s: 1e-3,
+            per_vocab_s: 0.0,
         };
         // 10 layers at 1 ms each dominate a 1 MB read.
         let tps = decode_tokens_per_s(&[1_000_000], &[1], &[10], &[cpu], 0);

@@ -58,7 +58,14 @@ pub fn run(args: &FitArgs, machine: &MachineArgs) -> Result<ExitCode> {
                 write!(
                     out,
                     "{}",
-                    model_text(entry, &arch.basis, &arch.facts, &rows, &hw)
+                    model_text(
+                        entry,
+                        &arch.basis,
+                        &arch.facts,
+                        &rows,
+                        &hw,
+                        args.catalog.is_some()
+                    )
                 )?;
             }
             Ok(exit(any_fits))
@@ -307,6 +314,7 @@ fn model_text(
     facts: &ArchFacts,
     rows: &[QuantRow],
     hw: &HardwareSnapshot,
+    custom_catalog: bool,
 ) -> String {
     let mut s = String::new();
     let n_params = rows.first().map_or(0, |r| r.plan.model.n_params);
@@ -402,11 +410,29 @@ fn model_text(
         "RAM: resident anonymous memory; mapped weights come on top and can page from disk; ✓ size verified on the hub"
     );
     if let Some(r) = rows.iter().find(|r| r.chosen) {
-        let _ = writeln!(
-            s,
-            "run it   llama.cpp {}",
-            crate::render::shell_join(&r.plan.llama_args)
-        );
+        s.push_str(&run_it(&e.id, r, custom_catalog));
     }
     s
+}
+
+/// The "run it" lines of `fit ID`: the commands that fetch and chat with the
+/// chosen file, `headroom pull ID:QUANT` and `headroom chat ID:QUANT` (a
+/// catalog given with `--catalog` is unknown to them, so they name the hub
+/// reference llama.cpp's `-hf` gets instead), then llama.cpp's own chat
+/// program with the plan's flags.
+fn run_it(id: &str, r: &QuantRow, custom_catalog: bool) -> String {
+    let args = &r.plan.llama_args;
+    let hub = args
+        .iter()
+        .position(|a| a == "-hf")
+        .and_then(|i| args.get(i + 1));
+    let model = match hub {
+        Some(h) if custom_catalog => h.clone(),
+        _ => format!("{id}:{}", r.quant),
+    };
+    let model = crate::render::shell_join(std::slice::from_ref(&model));
+    format!(
+        "run it   headroom pull {model}\n         headroom chat {model}\n         llama.cpp llama-cli {}\n",
+        crate::render::shell_join(args)
+    )
 }

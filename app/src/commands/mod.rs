@@ -19,6 +19,7 @@ use anyhow::Result;
 use headroom_planner::hw::{self as phw, HardwareSnapshot, ProbeOptions};
 
 use crate::cli::{Cli, Command, ContextArgs, GenArgs, MachineArgs};
+use crate::runner::calibration;
 use crate::runner::preflight::{self, Decision, Request};
 
 pub use crate::error::{EXIT_DOES_NOT_FIT, UsageError};
@@ -73,10 +74,20 @@ pub fn hardware(machine: &MachineArgs) -> Result<HardwareSnapshot> {
     // The profile is loaded here once; `apply_overrides` then only applies sizes.
     let base = match overrides.profile.take() {
         Some(path) => phw::load_profile(&path)?,
-        None => phw::probe(&ProbeOptions {
-            measure_bandwidth: true,
-            cache_dir: crate::files::cache_dir().ok(),
-        }),
+        None => {
+            let mut hw = phw::probe(&ProbeOptions {
+                measure_bandwidth: true,
+                cache_dir: crate::files::cache_dir().ok(),
+            });
+            // This machine's CPU (whatever --ram/--vram/--gpu say of its
+            // memory): earlier runs here calibrate its speed, and this
+            // process's runs are recorded as this machine's.
+            calibration::set_this_machine(&hw.cpu);
+            hw.ram.speed_calibration = crate::files::data_dir()
+                .ok()
+                .and_then(|dir| calibration::speed_calibration(&dir, &hw.cpu));
+            hw
+        }
     };
     let hw = phw::apply_overrides(base, &overrides).map_err(|e| UsageError(e.to_string()))?;
     match cards {

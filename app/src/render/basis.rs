@@ -28,7 +28,13 @@ fn gpu_source(g: &GpuBasis) -> String {
 fn ram_source(r: &RamBasis) -> String {
     match (r.source, r.calibration_runs) {
         (RamBandwidthSource::Calibrated, Some(n)) => {
-            format!("calibrated from {n} run{}", if n == 1 { "" } else { "s" })
+            let factor = r
+                .calibration_decode_factor
+                .map_or_else(String::new, |f| format!(": CPU decode ×{f:.2}"));
+            format!(
+                "calibrated from {n} run{}{factor}",
+                if n == 1 { "" } else { "s" }
+            )
         }
         (RamBandwidthSource::Default, _) => "default, not measured".into(),
         (s, _) => s.as_words().into(),
@@ -93,6 +99,8 @@ mod tests {
                 bandwidth_bytes_per_s: 21.46e9,
                 source: RamBandwidthSource::Measured,
                 calibration_runs: None,
+                calibration_decode_factor: None,
+                calibration_prompt_factor: None,
                 bytes_per_token: ram_bytes,
             },
             gpus: vec![GpuBasis {
@@ -132,5 +140,12 @@ mod tests {
         b.ram.source = RamBandwidthSource::Calibrated;
         b.ram.calibration_runs = Some(3);
         assert!(plan_line(&b).contains("(calibrated from 3 runs)"));
+        b.ram.calibration_decode_factor = Some(1.314);
+        b.ram.calibration_runs = Some(1);
+        assert!(
+            plan_line(&b).contains("(calibrated from 1 run: CPU decode ×1.31)"),
+            "{}",
+            plan_line(&b)
+        );
     }
 }

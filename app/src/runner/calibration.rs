@@ -6,16 +6,37 @@
 //!
 //! The file is rewritten whole through a temporary file and a rename, so a
 //! crash never leaves half a line, and it keeps the last [`MAX_ENTRIES`].
+//!
+//! Later estimates learn from it ([`speed_calibration`]): on the same
+//! machine (CPU model and cores) at the thread count the planner assumes
+//! (the physical cores), the median measured ÷ estimated speed of the last
+//! [`CALIBRATION_RUNS`] CPU-only runs scales the CPU's side of every decode
+//! and prompt estimate. Only runs estimated by the current speed model
+//! ([`SPEED_MODEL_VERSION`]) count, each against the estimate before
+//! calibration, so calibrating never compounds. Lines written before these
+//! fields existed still read; they simply never calibrate.
 
 use std::path::Path;
+use std::sync::OnceLock;
 
 use anyhow::{Context, Result};
+use headroom_planner::hw::CpuInfo;
 use headroom_planner::plan::Plan;
+use headroom_planner::speed::{SPEED_MODEL_VERSION, SpeedCalibration};
 use serde::{Deserialize, Serialize};
 
 /// Entries kept.
 pub const MAX_ENTRIES: usize = 1000;
 const FILE_NAME: &str = "calibration.jsonl";
+
+/// Runs a calibration looks back over (the most recent that qualify).
+pub const CALIBRATION_RUNS: usize = 10;
+/// A run calibrates decode only when it generated at least this many tokens
+/// (fewer are mostly the first token's warm-up).
+pub const MIN_DECODE_TOKENS: u64 = 16;
+/// A run calibrates prompt speed only when its prompt had at least this
+/// many tokens (a few-token prompt is latency, not throughput).
+pub const MIN_PROMPT_TOKENS: u64 = 32;
 
 /// One run: prediction and measurement.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -42,6 +63,127 @@ pub struct Entry {
     pub planned_prompt_tokens_per_s: f64,
     /// Measured prompt speed.
     pub measured_prompt_tokens_per_s: f64,
+    /// The machine the plan was made for ([`machine_key`]); empty when it
+    /// was another one (`--hw`) or the line predates the field.
+    #[serde(default)]
+    pub machine: String,
+    /// CPU threads the run used (0: not recorded).
+    #[serde(default)]
+    pub threads: u32,
+    /// [`SPEED_MODEL_VERSION`] of the estimates (0: not recorded).
+    #[serde(default)]
+    pub speed_model: u32,
+    /// Every weight the plan read per token was in RAM (no GPU layers).
+    #[serde(default)]
+    pub cpu_only: bool,
+    /// Prompt tokens processed.
+    #[serde(default)]
+    pub tokens_prompt: u64,
+    /// Tokens generated.
+    #[serde(default)]
+    pub tokens_generated: u64,
+    /// The speed model's decode estimate before calibration.
+    #[serde(default)]
+    pub model_decode_tokens_per_s: f64,
+    /// The speed model's prompt estimate before calibration.
+    #[serde(default)]
+    pub model_prompt_tokens_per_s: f64,
+}
+
+/// Which machine a run measured: architecture, CPU model and physical
+/// cores, the facts the CPU's speed follows from (the RAM bandwidth cache is
+/// keyed by the CPU model too).
+#[must_use]
+pub fn machine_key(cpu: &CpuInfo) -> String {
+    format!("{} {} x{}", cpu.arch, cpu.model.trim(), cpu.physical_cores)
+}
+
+static THIS_MACHINE: OnceLock<String> = OnceLock::new();
+
+/// Say that this process plans for the machine it runs on (no `--hw`
+/// profile), so the runs it records can calibrate later plans.
+pub fn set_this_machine(cpu: &CpuInfo) {
+    let _ = THIS_MACHINE.set(machine_key(cpu));
+}
+
+/// The key [`set_this_machine`] set, or empty.
+#[must_use]
+pub fn this_machine() -> String {
+    THIS_MACHINE.get().cloned().unwrap_or_default()
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        f64::midpoint(v[n / 2 - 1], v[n / 2])
+    })
+}
+
+fn ratio(measured: f64, estimated: f64) -> Option<f64> {
+    let r = measured / estimated;
+    (measured > 0.0 && estimated > 0.0 && r.is_finite()).then_some(r)
+}
+
+/// The calibration `entries` give `machine` at `threads`: the median
+/// measured ÷ estimated decode speed of the last [`CALIBRATION_RUNS`] runs
+/// that qualify (this speed model, this machine and thread count, no GPU
+/// layers, at least [`MIN_DECODE_TOKENS`] generated), and the median prompt
+/// ratio of those of them with a prompt of at least [`MIN_PROMPT_TOKENS`]
+/// (1 when none had). `None` without a qualifying run.
+#[must_use]
+pub fn calibration_from(
+    entries: &[Entry],
+    machine: &str,
+    threads: u32,
+) -> Option<SpeedCalibration> {
+    if machine.is_empty() {
+        return None;
+    }
+    let recent: Vec<(f64, &Entry)> = entries
+        .iter()
+        .rev()
+        .filter(|e| {
+            e.speed_model == SPEED_MODEL_VERSION
+                && e.machine == machine
+                && e.threads == threads
+                && e.cpu_only
+                && e.tokens_generated >= MIN_DECODE_TOKENS
+        })
+        .filter_map(|e| {
+            Some((
+                ratio(e.measured_decode_tokens_per_s, e.model_decode_tokens_per_s)?,
+                e,
+            ))
+        })
+        .take(CALIBRATION_RUNS)
+        .collect();
+    let decode = median(recent.iter().map(|(r, _)| *r).collect())?;
+    let prompt = median(
+        recent
+            .iter()
+            .filter(|(_, e)| e.tokens_prompt >= MIN_PROMPT_TOKENS)
+            .filter_map(|(_, e)| ratio(e.measured_prompt_tokens_per_s, e.model_prompt_tokens_per_s))
+            .collect(),
+    )
+    .unwrap_or(1.0);
+    Some(SpeedCalibration {
+        runs: u32::try_from(recent.len()).unwrap_or(u32::MAX),
+        decode_factor: SpeedCalibration::clamp(decode),
+        prompt_factor: SpeedCalibration::clamp(prompt),
+    })
+}
+
+/// [`calibration_from`] the log in `dir`, for `cpu` at its physical cores
+/// (the thread count the planner assumes).
+#[must_use]
+pub fn speed_calibration(dir: &Path, cpu: &CpuInfo) -> Option<SpeedCalibration> {
+    calibration_from(&read(dir), &machine_key(cpu), cpu.physical_cores.max(1))
 }
 
 /// The identity of a model file and the settings that decide its memory: the
@@ -141,7 +283,102 @@ mod tests {
             measured_decode_tokens_per_s: 1.0,
             planned_prompt_tokens_per_s: 1.0,
             measured_prompt_tokens_per_s: 1.0,
+            machine: String::new(),
+            threads: 0,
+            speed_model: 0,
+            cpu_only: false,
+            tokens_prompt: 0,
+            tokens_generated: 0,
+            model_decode_tokens_per_s: 0.0,
+            model_prompt_tokens_per_s: 0.0,
         }
+    }
+
+    /// A run on machine `m` at 2 threads: estimated 10 tok/s decode and 100
+    /// prompt, measured `decode` and `prompt`.
+    fn run(m: &str, decode: f64, prompt: f64) -> Entry {
+        Entry {
+            machine: m.into(),
+            threads: 2,
+            speed_model: SPEED_MODEL_VERSION,
+            cpu_only: true,
+            tokens_prompt: 64,
+            tokens_generated: 64,
+            planned_decode_tokens_per_s: 10.0,
+            model_decode_tokens_per_s: 10.0,
+            measured_decode_tokens_per_s: decode,
+            planned_prompt_tokens_per_s: 100.0,
+            model_prompt_tokens_per_s: 100.0,
+            measured_prompt_tokens_per_s: prompt,
+            ..entry("k", 1)
+        }
+    }
+
+    #[test]
+    fn calibration_is_the_median_of_recent_qualifying_runs() {
+        assert_eq!(calibration_from(&[], "m", 2), None);
+        let mut log: Vec<Entry> = [12.0, 13.0, 30.0]
+            .into_iter()
+            .map(|d| run("m", d, 50.0))
+            .collect();
+        let c = calibration_from(&log, "m", 2).expect("three runs");
+        assert_eq!(c.runs, 3);
+        assert!((c.decode_factor - 1.3).abs() < 1e-9, "{c:?}");
+        assert!((c.prompt_factor - 0.5).abs() < 1e-9, "{c:?}");
+        // None of these count: another machine, thread count, speed model,
+        // a GPU run, a short run, an old line.
+        let mut other = vec![
+            run("other", 1.0, 1.0),
+            Entry {
+                threads: 1,
+                ..run("m", 1.0, 1.0)
+            },
+            Entry {
+                speed_model: SPEED_MODEL_VERSION + 1,
+                ..run("m", 1.0, 1.0)
+            },
+            Entry {
+                cpu_only: false,
+                ..run("m", 1.0, 1.0)
+            },
+            Entry {
+                tokens_generated: 4,
+                ..run("m", 1.0, 1.0)
+            },
+            entry("k", 1),
+        ];
+        log.append(&mut other);
+        assert_eq!(calibration_from(&log, "m", 2), Some(c));
+        // Only the last CALIBRATION_RUNS count; short prompts leave prompt alone.
+        for _ in 0..CALIBRATION_RUNS {
+            log.push(Entry {
+                tokens_prompt: 3,
+                ..run("m", 20.0, 1.0)
+            });
+        }
+        let c = calibration_from(&log, "m", 2).expect("runs");
+        assert_eq!(c.runs, CALIBRATION_RUNS as u32);
+        assert!((c.decode_factor - 2.0).abs() < 1e-9);
+        assert_eq!(c.prompt_factor, 1.0);
+        // Clamped, and nothing for a machine nobody named.
+        log.push(run("m", 1000.0, 100.0));
+        log.push(run("m", 1000.0, 100.0));
+        log.push(run("m", 1000.0, 100.0));
+        log.extend((0..CALIBRATION_RUNS).map(|_| run("m", 1000.0, 100.0)));
+        let c = calibration_from(&log, "m", 2).expect("runs");
+        assert_eq!(
+            c.decode_factor,
+            headroom_planner::speed::CALIBRATION_RANGE.1
+        );
+        assert_eq!(calibration_from(&log, "", 2), None);
+    }
+
+    #[test]
+    fn lines_before_the_calibration_fields_still_read() {
+        let old = r#"{"unix_time":1,"headroom_version":"0.1.0","key":"k","model":"m","planned_peak_bytes":1,"measured_peak_bytes":1,"rss_after_load_bytes":1,"planned_decode_tokens_per_s":27.15,"measured_decode_tokens_per_s":37.41,"planned_prompt_tokens_per_s":656.48,"measured_prompt_tokens_per_s":225.72}"#;
+        let e: Entry = serde_json::from_str(old).expect("an old line reads");
+        assert_eq!(e.speed_model, 0);
+        assert_eq!(calibration_from(&[e], "m", 2), None);
     }
 
     #[test]

@@ -37,6 +37,9 @@ pub struct Report {
     pub measured: Measured,
     /// Why generation ended.
     pub stop_reason: StopReason,
+    /// CPU threads the run used (for the calibration log).
+    #[serde(skip)]
+    pub threads: u32,
 }
 
 /// The plan's prediction, in `run --json`.
@@ -104,6 +107,7 @@ impl Report {
                 vram_used_bytes: measure::vram_used_bytes(),
             },
             stop_reason: g.stop_reason,
+            threads: u32::try_from(engine.spec().n_threads).unwrap_or(0),
         }
     }
 }
@@ -114,6 +118,10 @@ fn round2(x: f64) -> f64 {
 
 /// Append this run to the calibration log; a failure is only a warning.
 pub fn record(plan: &Plan, r: &Report) {
+    let basis = &plan.speed_basis;
+    // The speed model's own estimates: a calibrated plan's CPU-only
+    // estimate is the model's times the factor, exactly.
+    let uncalibrated = |est: f64, factor: Option<f64>| est / factor.unwrap_or(1.0);
     let entry = calibration::Entry {
         unix_time: calibration::now(),
         headroom_version: r.headroom_version.clone(),
@@ -126,6 +134,20 @@ pub fn record(plan: &Plan, r: &Report) {
         measured_decode_tokens_per_s: r.decode_tokens_per_s,
         planned_prompt_tokens_per_s: plan.est_prompt_tokens_per_s,
         measured_prompt_tokens_per_s: r.prompt_tokens_per_s,
+        machine: calibration::this_machine(),
+        threads: r.threads,
+        speed_model: headroom_planner::speed::SPEED_MODEL_VERSION,
+        cpu_only: basis.gpus.iter().all(|g| g.bytes_per_token == 0),
+        tokens_prompt: r.tokens_prompt as u64,
+        tokens_generated: r.tokens_generated as u64,
+        model_decode_tokens_per_s: uncalibrated(
+            plan.est_decode_tokens_per_s,
+            basis.ram.calibration_decode_factor,
+        ),
+        model_prompt_tokens_per_s: uncalibrated(
+            plan.est_prompt_tokens_per_s,
+            basis.ram.calibration_prompt_factor,
+        ),
     };
     if let Err(e) = crate::files::data_dir().and_then(|d| calibration::append(&d, &entry)) {
         tracing::warn!("calibration log not written: {e:#}");

@@ -456,6 +456,31 @@ fn one_model_lays_out_every_quantization() {
         2,
         "one pick (and the legend)"
     );
+    // Run it: commands a user has, headroom's and llama.cpp's real program.
+    let pick = e
+        .quants
+        .iter()
+        .find(|q| {
+            out.stdout
+                .lines()
+                .any(|l| l.contains('▶') && l.contains(&format!(" {} ", q.name)))
+        })
+        .expect("the pick is a listed quantization");
+    let run_it: Vec<&str> = out
+        .stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("run it"))
+        .collect();
+    let model = format!("llama-3.1-8b-instruct:{}", pick.name);
+    assert_eq!(run_it.len(), 3, "{}", out.stdout);
+    assert_eq!(run_it[0], format!("run it   headroom pull {model}"));
+    assert_eq!(run_it[1], format!("         headroom chat {model}"));
+    assert!(
+        run_it[2].starts_with("         llama.cpp llama-cli -hf ")
+            && run_it[2].contains(&format!(":{} ", pick.name)),
+        "{}",
+        run_it[2]
+    );
     let unknown = headroom(["fit", "llama-9000b"]);
     assert_eq!(unknown.code, Some(2));
     assert!(
@@ -587,6 +612,24 @@ file = "mine-Q4_K_M.gguf"
     let derived = rows[0]["download_bytes"].as_u64().expect("bytes") as f64;
     assert!((derived / 4.92e9 - 1.0).abs() < 0.05, "{derived}");
     assert_eq!(fit_class(Verdict::Fits), 2);
+    // `pull` and `chat` know only the built-in catalog (or
+    // $HEADROOM_CATALOG): run it names the hub reference instead.
+    let text = headroom([
+        "fit",
+        "mine",
+        "--catalog",
+        shown.as_str(),
+        "--ram",
+        "16GiB",
+        "--vram",
+        "0",
+    ]);
+    assert!(
+        text.stdout
+            .contains("run it   headroom pull me/mine-GGUF:Q4_K_M\n         headroom chat me/mine-GGUF:Q4_K_M\n"),
+        "{}",
+        text.stdout
+    );
 }
 
 #[test]

@@ -329,6 +329,7 @@ mod tests {
             rlimit_data_bytes: None,
             bandwidth_bytes_per_s: 20e9,
             bandwidth_measured: false,
+            speed_calibration: None,
         };
         // 512 MiB limit - (200 MiB charged - 50 MiB inactive page cache).
         assert_eq!(ram.budget_bytes(), 362 * MIB);

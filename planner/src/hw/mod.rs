@@ -72,6 +72,7 @@ pub fn probe(opts: &ProbeOptions) -> HardwareSnapshot {
         rlimit_data_bytes: limits.data,
         bandwidth_bytes_per_s: DEFAULT_RAM_BANDWIDTH_BYTES_PER_S,
         bandwidth_measured: false,
+        speed_calibration: None,
     };
 
     let cpu = cpu::probe(&mut notes);

@@ -301,6 +301,7 @@ fn build(file: ProfileFile, path: &Path) -> Result<HardwareSnapshot, String> {
         rlimit_data_bytes: ram_s.rlimit_data.map(|s| s.0),
         bandwidth_bytes_per_s: bandwidth.unwrap_or(DEFAULT_RAM_BANDWIDTH_BYTES_PER_S),
         bandwidth_measured: bandwidth.is_some(),
+        speed_calibration: None,
     };
 
     let cpu_s = file.cpu.unwrap_or_default();

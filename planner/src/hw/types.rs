@@ -79,6 +79,12 @@ pub struct RamInfo {
     /// earlier, from the cache) or stated in a profile, false when it is
     /// [`DEFAULT_RAM_BANDWIDTH_BYTES_PER_S`].
     pub bandwidth_measured: bool,
+    /// What earlier runs on this machine measured against the speed model's
+    /// estimates, when the caller knows (the app reads its calibration log;
+    /// the probe and profiles never set it). CPU-side speed estimates are
+    /// scaled by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed_calibration: Option<crate::speed::SpeedCalibration>,
 }
 
 /// A memory cgroup's limit and usage.
@@ -297,6 +303,7 @@ mod tests {
             rlimit_data_bytes: None,
             bandwidth_bytes_per_s: DEFAULT_RAM_BANDWIDTH_BYTES_PER_S,
             bandwidth_measured: false,
+            speed_calibration: None,
         }
     }
 

@@ -460,6 +460,66 @@ fn speed_basis_names_each_devices_bandwidth_and_bytes() {
     assert!(p.speed_basis.ram.bytes_per_token >= m.weight_bytes / 2);
 }
 
+/// A calibrated machine: the CPU's side of decode and prompt is scaled by
+/// the runs' measured ÷ estimated factors (clamped), the GPU's is not, and
+/// the basis says so.
+#[test]
+fn calibration_scales_the_cpu_side_and_is_named() {
+    let m = dense(8_000_000_000, FileType::Q4_K_M);
+    let s = Settings::default();
+    let plain = snapshot(64 * GIB, &[]);
+    let calibrated = |decode_factor, prompt_factor| {
+        let mut hw = plain.clone();
+        hw.ram.speed_calibration = Some(SpeedCalibration {
+            runs: 3,
+            decode_factor,
+            prompt_factor,
+        });
+        plan(&m, "m", &s, &hw, GPU)
+    };
+    let base = plan(&m, "m", &s, &plain, GPU);
+    assert_eq!(base.speed_basis.ram.calibration_runs, None);
+    let p = calibrated(1.5, 0.5);
+    let close = |a: f64, b: f64| (a - b).abs() <= 0.01 * b.max(0.01);
+    // CPU only: every second of a token is the CPU's, so the speeds scale exactly.
+    assert!(close(p.est_decode_tokens_per_s, 1.5 * base.est_decode_tokens_per_s));
+    assert!(close(p.est_prompt_tokens_per_s, 0.5 * base.est_prompt_tokens_per_s));
+    let r = &p.speed_basis.ram;
+    assert_eq!(r.source, RamBandwidthSource::Calibrated);
+    assert_eq!(r.calibration_runs, Some(3));
+    assert_eq!(r.calibration_decode_factor, Some(1.5));
+    assert_eq!(r.calibration_prompt_factor, Some(0.5));
+    // Memory is not speed: the same plan otherwise.
+    assert_eq!(p.ram, base.ram);
+    assert_eq!(p.n_gpu_layers, base.n_gpu_layers);
+    // A wild factor is clamped; a broken one changes nothing.
+    let wild = calibrated(100.0, f64::NAN);
+    assert!(close(
+        wild.est_decode_tokens_per_s,
+        crate::speed::CALIBRATION_RANGE.1 * base.est_decode_tokens_per_s
+    ));
+    assert_eq!(wild.est_prompt_tokens_per_s, base.est_prompt_tokens_per_s);
+
+    // With layers on a GPU only the CPU's share of each token speeds up.
+    let offload = snapshot(64 * GIB, &[4 * GIB]);
+    let mut cal_offload = offload.clone();
+    cal_offload.ram.speed_calibration = Some(SpeedCalibration {
+        runs: 1,
+        decode_factor: 2.0,
+        prompt_factor: 1.0,
+    });
+    let a = plan(&m, "m", &s, &offload, GPU);
+    let b = plan(&m, "m", &s, &cal_offload, GPU);
+    assert!(a.devices[1].n_layers > 0 && a.devices[1].n_layers < m.n_layer);
+    assert!(
+        b.est_decode_tokens_per_s > a.est_decode_tokens_per_s
+            && b.est_decode_tokens_per_s < 2.0 * a.est_decode_tokens_per_s,
+        "{} vs {}",
+        b.est_decode_tokens_per_s,
+        a.est_decode_tokens_per_s
+    );
+}
+
 /// fuzz/artifacts/plan_sizes (crash-39f5e2d0): with many slots of a long
 /// training context the steps pass 2^31 cells, where doubling overflowed.
 #[test]
