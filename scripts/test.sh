@@ -30,6 +30,10 @@ phase plan_speed cargo bench -p headroom --bench plan_speed || status=$?
 # once from the same llama.cpp (scripts/llama-tools.sh); prints the ratios, fails only
 # with HEADROOM_BENCH_STRICT=1 (shared CI machines are too noisy for a hard gate).
 phase run_speed cargo bench -p headroom --bench run_speed || status=$?
+# `headroom serve` against llama.cpp's own llama-server, built by the same
+# script: aggregate tokens/s with 4 clients, time to first token, and the
+# server's peak RSS against its plan (report-only like run_speed).
+phase serve_speed cargo bench -p headroom --bench serve_speed || status=$?
 # Ranking the whole catalog for a machine, offline (prints the time per fit; a miss
 # of its 200 ms CPU mark fails only with HEADROOM_BENCH_STRICT=1).
 phase fit_speed cargo bench -p headroom --bench fit_speed || status=$?

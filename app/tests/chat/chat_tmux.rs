@@ -13,7 +13,9 @@
 //! A GGUF whose chat template never finishes is refused: within 5 s the
 //! screen shows one error line saying so, and the chat has exited 1.
 //!
-//! The demo model is a base model, so nothing here depends on what it says.
+//! The base demo model (Gemma 3 270M) rambles, so most tests here do not
+//! depend on what it says; one asks the instruct demo model (SmolLM2-135M-
+//! Instruct, with its ChatML template) a question and checks the answer.
 //! Run alone with `cargo test --release -p headroom --test chat chat_tmux -- --nocapture`
 //! to see the latency figures.
 
@@ -397,6 +399,50 @@ fn a_full_context_drops_the_oldest_turns() {
     tmux.wait_for("the first turn, marked as dropped", 10, &log, |s| {
         s.contains("You · dropped from the context")
     });
+    tmux.keys(&["C-d"]);
+    assert_restored(&tmux, &log, "0");
+}
+
+/// The instruct demo model, `chat`'s default, answers a plain question with
+/// its own chat template at temperature 0.
+#[test]
+fn the_instruct_demo_answers_a_question() {
+    let _serial = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let out = Command::new(env!("CARGO_BIN_EXE_headroom"))
+        .args(["demo-model", "demo"])
+        .output()
+        .expect("headroom demo-model runs");
+    assert!(
+        out.status.success(),
+        "demo-model demo: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let model = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    let stem = model
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .expect("model file name");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = dir.path().join("chat.log");
+    let tmux = Tmux::start("question", &[("HEADROOM_CHAT_LOG", &log)]);
+    launch(
+        &tmux,
+        dir.path(),
+        &model.display().to_string(),
+        "-c 1024 -n 32 --temp 0",
+        &log,
+    );
+    let question = "What is the capital of France?";
+    tmux.type_text(question);
+    tmux.wait_for("the typed question", 10, &log, |s| in_input(s, question));
+    tmux.keys(&["Enter"]);
+    let s = tmux.wait_for("the answer", 120, &log, |s| {
+        !in_input(s, question) && s.contains("Enter sends") && !reply_lines(s, &stem).is_empty()
+    });
+    let answer = reply_lines(&s, &stem).join(" ");
+    assert!(answer.contains("Paris"), "answer {answer:?}:\n{s}");
     tmux.keys(&["C-d"]);
     assert_restored(&tmux, &log, "0");
 }
