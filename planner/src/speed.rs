@@ -86,12 +86,18 @@ impl Throughput {
 }
 
 /// Fraction of the measured stream bandwidth (all cores reading one large
-/// buffer) llama.cpp's CPU decode reaches, with [`CPU_PER_LAYER_S`] fitted on
-/// the test machine to gemma-3-270m, llama-1b and llama-8b shapes.
+/// buffer, [`crate::hw::bandwidth`]) llama.cpp's CPU decode reaches. Measured
+/// on this project's 2-core AMD EPYC (Zen 3) VM at 2 threads, `headroom run
+/// -n 64 --temp 0` on a quiet machine: a Gemma-3-4B-shaped Q4_K_M decodes
+/// its 2.5 GB per token at 11–12 GB/s where the stream reads 13–14 GB/s
+/// (0.8–0.9; the larger models, whose time is almost all reading, set it).
 pub const CPU_BANDWIDTH_EFFICIENCY: f64 = 0.8;
 /// Per-layer fixed cost of a CPU decode step (about thirty graph nodes, each
-/// ending in a thread barrier): calibrated on this project's 2-core test machine.
-pub const CPU_PER_LAYER_S: f64 = 0.25e-3;
+/// ending in a thread barrier), at 2 threads: what the small models (30
+/// layers of SmolLM2-135M, 18 of Gemma-3-270M) take beyond their bytes on
+/// the same VM, 0.1–0.2 ms. It was 0.25 ms, fitted while other builds kept
+/// the cores busy (a spinning barrier that loses its core costs a time slice).
+pub const CPU_PER_LAYER_S: f64 = 0.15e-3;
 /// CPU time per vocabulary entry per generated token outside the graph: the
 /// sampler builds and scans a candidate array over the whole vocabulary
 /// (262k entries for Gemma 3, about 1.3 ms per token on the test machine).
@@ -105,8 +111,13 @@ pub const GPU_BANDWIDTH_EFFICIENCY: f64 = 0.75;
 pub const CPU_DECODE_FLOPS_PER_CORE: f64 = 80.0e9;
 /// Without those instructions.
 pub const CPU_DECODE_FLOPS_PER_CORE_SCALAR: f64 = 12.0e9;
-/// Prompt processing (matrix-matrix) reaches this many times the decode rate per core.
-pub const CPU_PROMPT_FACTOR: f64 = 2.2;
+/// Prompt processing (matrix-matrix, two FLOPs per active parameter per
+/// token, output layer included) sustains this fraction of
+/// [`CPU_DECODE_FLOPS_PER_CORE`]: measured at 2 threads on the same VM (AVX2,
+/// no VNNI), 59 GFLOP/s per core for a Gemma-3-4B-shaped Q4_K_M (177-token
+/// prompt, 14.4 tok/s) and for Gemma-3-270M (28 tokens, 221 tok/s). It was
+/// 2.2, which put those prompts at 3–4 times their speed.
+pub const CPU_PROMPT_FACTOR: f64 = 0.75;
 /// Arithmetic a GPU sustains per byte/s of bandwidth in llama.cpp's prompt kernels,
 /// when its FP16 throughput is unknown: recent NVIDIA parts reach 100–300 FLOP per
 /// byte at peak; llama.cpp about a third.

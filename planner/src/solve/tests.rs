@@ -482,8 +482,14 @@ fn calibration_scales_the_cpu_side_and_is_named() {
     let p = calibrated(1.5, 0.5);
     let close = |a: f64, b: f64| (a - b).abs() <= 0.01 * b.max(0.01);
     // CPU only: every second of a token is the CPU's, so the speeds scale exactly.
-    assert!(close(p.est_decode_tokens_per_s, 1.5 * base.est_decode_tokens_per_s));
-    assert!(close(p.est_prompt_tokens_per_s, 0.5 * base.est_prompt_tokens_per_s));
+    assert!(close(
+        p.est_decode_tokens_per_s,
+        1.5 * base.est_decode_tokens_per_s
+    ));
+    assert!(close(
+        p.est_prompt_tokens_per_s,
+        0.5 * base.est_prompt_tokens_per_s
+    ));
     let r = &p.speed_basis.ram;
     assert_eq!(r.source, RamBandwidthSource::Calibrated);
     assert_eq!(r.calibration_runs, Some(3));
