@@ -14,8 +14,8 @@
 //!   completion tokens the servers report (`usage`), summed, over the wall
 //!   time from the first request sent to the last answer read;
 //! - peak RSS: `VmHWM` from `/proc/PID/status` after that load, against the
-//!   peak `headroom plan` gives for the same settings (the number `serve`
-//!   prints at startup).
+//!   peak `serve` planned (its startup line, and `headroom_planned_peak_bytes`
+//!   in its `/metrics`, where it is read from).
 //!
 //! Rounds are interleaved and alternate which server goes first, so drift
 //! hits both alike; medians are compared. Goals: aggregate ≥ 0.9× llama-server's,
@@ -122,6 +122,8 @@ struct Round {
     aggregate: f64,
     /// Peak RSS after the load, bytes.
     peak_rss: u64,
+    /// The peak the server planned (headroom only), bytes.
+    planned_peak: Option<u64>,
 }
 
 struct Setup {
@@ -149,7 +151,6 @@ fn run() -> Result<bool> {
         headroom: PathBuf::from(env!("CARGO_BIN_EXE_headroom")),
         llama_server: llama_server()?,
     };
-    let planned_peak = planned_peak(&setup)?;
     println!(
         "serve_speed: {}, -c {CTX} -np {SLOTS}, {threads} threads, /v1/completions at \
          temperature 0; time to first token over {TTFT_REQUESTS} single streamed requests, \
@@ -210,6 +211,11 @@ fn run() -> Result<bool> {
     let (l_agg, o_agg) = (med(&llama, |r| r.aggregate), med(&ours, |r| r.aggregate));
     let our_peak = ours.iter().map(|r| r.peak_rss).max().unwrap_or(0);
     let llama_peak = llama.iter().map(|r| r.peak_rss).max().unwrap_or(0);
+    let planned_peak = ours
+        .iter()
+        .filter_map(|r| r.planned_peak)
+        .max()
+        .unwrap_or(0);
     let agg_ratio = o_agg / l_agg;
     let ttft_ratio = o_ttft / l_ttft;
     let rss_ratio = planned_peak as f64 / our_peak.max(1) as f64;
@@ -290,29 +296,21 @@ fn llama_server() -> Result<PathBuf> {
         })
 }
 
-/// The peak resident set `headroom plan` predicts for these settings.
-fn planned_peak(s: &Setup) -> Result<u64> {
-    let out = Command::new(&s.headroom)
-        .arg("plan")
-        .arg(&s.model)
-        .args([
-            "-c",
-            &CTX.to_string(),
-            "--parallel",
-            &SLOTS.to_string(),
-            "--json",
-        ])
-        .output()
-        .context("running headroom plan")?;
-    ensure!(
-        out.status.success(),
-        "headroom plan failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).context("headroom plan --json")?;
-    v["ram"]["peak_bytes"]
-        .as_u64()
-        .context("headroom plan --json has no ram.peak_bytes")
+/// The peak resident set `serve` planned, from its `/metrics`.
+async fn planned_peak(client: &reqwest::Client, base: &str) -> Result<u64> {
+    let text = client
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .context("GET /metrics")?
+        .text()
+        .await
+        .context("reading /metrics")?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("headroom_planned_peak_bytes "))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map(|v| v as u64)
+        .with_context(|| format!("no headroom_planned_peak_bytes in /metrics:\n{text}"))
 }
 
 /// A port that was free a moment ago on 127.0.0.1.
@@ -525,11 +523,16 @@ async fn measure(
         rates.push(tokens as f64 / t0.elapsed().as_secs_f64());
     }
     let peak_rss = vm_hwm(running.child.id())?;
+    let planned_peak = match server {
+        Server::Headroom => Some(planned_peak(client, &base).await?),
+        Server::Llama => None,
+    };
     drop(running);
     Ok(Round {
         ttft: median(ttfts),
         aggregate: median(rates),
         peak_rss,
+        planned_peak,
     })
 }
 

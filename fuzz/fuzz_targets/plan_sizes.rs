@@ -13,7 +13,7 @@ use std::sync::LazyLock;
 use headroom_fuzz::{MACHINE, Tiny};
 use headroom_planner::gguf::{GgmlType, Header, Value};
 use headroom_planner::hw::{self, Overrides};
-use headroom_planner::plan::{FlashAttn, Settings, Verdict};
+use headroom_planner::plan::{FlashAttn, FrontEnd, Settings, Verdict};
 use headroom_planner::profile;
 use headroom_planner::solve::{self, Build};
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
@@ -127,6 +127,7 @@ fn settings(u: &mut Unstructured) -> Result<Settings> {
         } else {
             None
         },
+        front_end: *u.choose(&[FrontEnd::Cli, FrontEnd::Server])?,
     })
 }
 

@@ -14,7 +14,7 @@
 
 use crate::arch;
 use crate::gguf::GgmlType;
-use crate::plan::{BufferUse, DeviceKind, DeviceUse, FlashAttn, Settings};
+use crate::plan::{BufferUse, DeviceKind, DeviceUse, FlashAttn, FrontEnd, Settings};
 use crate::profile::{ModelProfile, Tensor};
 
 mod rules;
@@ -394,6 +394,14 @@ pub mod overhead {
     pub const GPU_MARGIN: u64 = 512 * MIB;
     /// Smallest RAM margin.
     pub const RAM_MARGIN_MIN: u64 = 128 * MIB;
+    /// Resident bytes `serve` adds for its HTTP runtime: tokio's threads, the
+    /// per-connection buffers and tasks. Measured with the instruct demo model
+    /// (`app/tests/run/serve.rs`, `app/benches/serve_speed.rs`): 0–2 MiB over
+    /// `run`'s plan with 4 clients, 15.5 MiB with 2,000 connections at once.
+    pub const SERVER: u64 = 8 * MIB;
+    /// Threads `serve` adds (2 tokio workers, at most 4 blocking threads for
+    /// templates and tokenizing, the scheduler), for the address space.
+    pub const SERVER_THREADS: u64 = 7;
 }
 
 /// Everything the memory model computes for one placement.
@@ -850,7 +858,11 @@ fn residency(
     let mapped = w.mapped_bytes(settings.mmap);
     let vocab_overhead = product([p.n_vocab, overhead::PER_TOKEN]);
     let cuda_host = if lay.uses_gpu { overhead::CUDA_HOST } else { 0 };
-    let base = sum([overhead::CPU_BASE, vocab_overhead, cuda_host]);
+    let (server, server_threads) = match settings.front_end {
+        FrontEnd::Cli => (0, 0),
+        FrontEnd::Server => (overhead::SERVER, overhead::SERVER_THREADS),
+    };
+    let base = sum([overhead::CPU_BASE, vocab_overhead, cuda_host, server]);
     let cpu_plain_anon = if settings.mmap { 0 } else { w.cpu_plain };
     let anonymous = sum([
         w.cpu_repack,
@@ -861,7 +873,7 @@ fn residency(
         c.output,
         base,
     ]);
-    let threads = u64::from(m.threads.max(1));
+    let threads = u64::from(m.threads.max(1)) + server_threads;
     let allocated = sum([
         p.file_bytes(),
         w.cpu_repack,

@@ -84,6 +84,20 @@ pub struct Settings {
     pub repack: bool,
     /// `--margin`: overrides the default margins (per GPU, and for RAM).
     pub margin_bytes: Option<u64>,
+    /// The program that holds the model (`serve` adds an HTTP runtime).
+    pub front_end: FrontEnd,
+}
+
+/// The program that holds the model: what it keeps resident beside
+/// llama.cpp's buffers differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FrontEnd {
+    /// `run` and `chat`: one conversation in a terminal.
+    #[default]
+    Cli,
+    /// `serve`: an HTTP runtime (threads, connection buffers) beside the model.
+    Server,
 }
 
 /// llama.cpp's default logical batch (`-b`, `common/common.h`): defined once
@@ -107,6 +121,7 @@ impl Default for Settings {
             mmap: true,
             repack: true,
             margin_bytes: None,
+            front_end: FrontEnd::Cli,
         }
     }
 }

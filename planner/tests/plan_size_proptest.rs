@@ -13,7 +13,7 @@ use headroom_planner::arch::WindowKind;
 use headroom_planner::gguf::GgmlType;
 use headroom_planner::hw::{self, Overrides};
 use headroom_planner::memory::{self, Context, GpuSpec, MachineSpec, Placement, RepackRules};
-use headroom_planner::plan::{DeviceKind, FlashAttn, Settings, Verdict};
+use headroom_planner::plan::{DeviceKind, FlashAttn, FrontEnd, Settings, Verdict};
 use headroom_planner::profile::{
     Experts, Layer, LayerKind, Mla, ModelProfile, Recurrent, SlidingWindow, Tensor,
 };
@@ -240,11 +240,11 @@ fn settings() -> impl Strategy<Value = Settings> {
         (number_u32(), number_u32(), number_u32(), number_u32()),
         (cache.clone(), cache),
         prop::sample::select(vec![FlashAttn::Auto, FlashAttn::On, FlashAttn::Off]),
-        (any::<bool>(), any::<bool>(), any::<bool>()),
+        (any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>()),
         prop::option::of(number()),
     )
         .prop_map(
-            |((ctx, b, ub, np), (k, v), fa, (swa_full, mmap, repack), margin)| Settings {
+            |((ctx, b, ub, np), (k, v), fa, (swa_full, mmap, repack, server), margin)| Settings {
                 n_ctx: Some(ctx.max(1)),
                 n_batch: b.max(1),
                 n_ubatch: ub.max(1),
@@ -257,6 +257,11 @@ fn settings() -> impl Strategy<Value = Settings> {
                 mmap,
                 repack,
                 margin_bytes: margin,
+                front_end: if server {
+                    FrontEnd::Server
+                } else {
+                    FrontEnd::Cli
+                },
             },
         )
 }

@@ -20,7 +20,7 @@ use clap::builder::TypedValueParser as _;
 use clap::{Args, Parser, Subcommand};
 use headroom_planner::gguf::GgmlType;
 use headroom_planner::hw::{self, Overrides};
-use headroom_planner::plan::{FlashAttn, Settings};
+use headroom_planner::plan::{FlashAttn, FrontEnd, Settings};
 pub use headroom_planner::slots::Parallel;
 
 /// headroom: know before you load whether a model fits.
@@ -297,6 +297,7 @@ impl ContextArgs {
                 .map(hw::parse_size)
                 .transpose()
                 .context("--margin")?,
+            front_end: FrontEnd::Cli,
         })
     }
 }

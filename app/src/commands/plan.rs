@@ -20,10 +20,15 @@ use crate::source::plan_inputs;
 /// # Errors
 /// Unreadable models, bad options or hardware profile.
 pub fn run(args: &PlanArgs, machine: &MachineArgs) -> Result<ExitCode> {
-    let settings = args
+    let mut settings = args
         .ctx
         .settings()
         .map_err(|e| super::UsageError(format!("{e:#}")))?;
+    if args.ctx.parallel == Some(crate::cli::Parallel::Auto) {
+        // Only `serve` takes `auto`: plan as it plans, HTTP runtime included,
+        // so the two never disagree.
+        settings.front_end = headroom_planner::plan::FrontEnd::Server;
+    }
     let hw = hardware(machine)?;
     let build: Build = machine.build();
     let target = crate::source::hub::choose::Target {

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
 use headroom_planner::hw::{format_size, parse_size};
+use headroom_planner::plan::FrontEnd;
 use headroom_planner::slots::{self, Parallel};
 
 use super::{UsageError, hardware};
@@ -59,6 +60,8 @@ pub fn run(args: &ServeArgs, machine: &MachineArgs, verbose: u8) -> Result<ExitC
 
     // Plan: the slots, then the guard and llama.cpp's own accounting.
     let mut settings = args.ctx.settings().map_err(usage)?;
+    // The plan counts the HTTP runtime beside the model.
+    settings.front_end = FrontEnd::Server;
     let hw = hardware(machine)?;
     let models: Vec<String> = args.model.iter().cloned().collect();
     let paths = crate::source::resolve_models(&models)?;

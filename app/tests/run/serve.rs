@@ -362,6 +362,11 @@ fn a_flood_gets_200_or_503_and_memory_stays_flat() {
         Duration::from_secs(180),
     );
     let peak = server.peak_rss();
+    println!(
+        "flood: {found}; peak RSS {:.1} MiB idle, {:.1} MiB after",
+        idle as f64 / MIB as f64,
+        peak as f64 / MIB as f64
+    );
     let ok = found["statuses"]["200"].as_u64().unwrap_or(0);
     let busy = found["statuses"]["503"].as_u64().unwrap_or(0);
     assert_eq!(ok + busy, 2000, "{found}");

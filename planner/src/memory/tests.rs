@@ -733,6 +733,21 @@ fn residency_tells_mapped_from_anonymous() {
     let lay = Layout::new(&p, &pl, &with_gpu);
     let r = residency(&p, &Settings::default(), &with_gpu, &lay, &b);
     assert_eq!(r.base, base + overhead::CUDA_HOST);
+    // `serve` keeps an HTTP runtime resident and runs threads of its own.
+    let lay = Layout::new(&p, &Placement::cpu_only(), &m);
+    let cli = residency(&p, &Settings::default(), &m, &lay, &b);
+    let server = Settings {
+        front_end: crate::plan::FrontEnd::Server,
+        ..Settings::default()
+    };
+    let r = residency(&p, &server, &m, &lay, &b);
+    assert_eq!(r.base, cli.base + overhead::SERVER);
+    assert_eq!(r.anonymous, cli.anonymous + overhead::SERVER);
+    assert_eq!(r.mapped, cli.mapped);
+    assert_eq!(
+        r.allocated,
+        cli.allocated + overhead::SERVER_THREADS * overhead::VIRTUAL_PER_THREAD
+    );
 }
 
 // ---------------------------------------------------------------------------
