@@ -82,6 +82,15 @@ impl Case {
         Self::of(Source::Shape(shape, mix), n_ctx)
     }
 
+    /// Whether `other` is the same load (same file and settings).
+    fn same_as(&self, other: &Case) -> bool {
+        self.source.keys() == other.source.keys()
+            && (self.n_ctx, self.n_parallel, self.flash_attn)
+                == (other.n_ctx, other.n_parallel, other.flash_attn)
+            && (self.cache_type_k, self.cache_type_v) == (other.cache_type_k, other.cache_type_v)
+            && (self.swa_full, self.repack) == (other.swa_full, other.repack)
+    }
+
     fn of(source: Source, n_ctx: u32) -> Self {
         Self {
             source,
@@ -144,6 +153,28 @@ fn cases() -> Vec<Case> {
                 swa_full: true,
                 ..q(4096)
             });
+        }
+    }
+    // Gemma 3 (sliding window) and Qwen3-MoE have no zoo model of their own:
+    // the zoo's whole matrix on their Q4_K_M shapes (issue #13), where the
+    // cases above do not already hold a point.
+    for shape in [Shape::Gemma3_4B, Shape::Qwen3Moe30BA3B] {
+        for n_ctx in [512, 4096, 32768, 131_072] {
+            if n_ctx > shape.spec().n_ctx_train.max(4096) {
+                continue;
+            }
+            for n_parallel in [1, 4] {
+                for flash_attn in ["auto", "off"] {
+                    let c = Case {
+                        n_parallel,
+                        flash_attn,
+                        ..Case::new(shape, Mix::Q4KM, n_ctx)
+                    };
+                    if !v.iter().any(|o| o.same_as(&c)) {
+                        v.push(c);
+                    }
+                }
+            }
         }
     }
     v
