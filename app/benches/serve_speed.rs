@@ -30,13 +30,17 @@
 //! serves at 94 tokens/s for one client on this kind of machine),
 //! `LLAMA_SERVER_BIN` (skip the build script).
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
+use common::{env_number, load_average, strict};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
@@ -80,21 +84,6 @@ fn main() -> ExitCode {
             println!("serve_speed benchmark could not run: {e:#}");
             ExitCode::FAILURE
         }
-    }
-}
-
-fn strict() -> bool {
-    std::env::var("HEADROOM_BENCH_STRICT").is_ok_and(|v| v == "1")
-}
-
-fn env_number(name: &str) -> Result<Option<usize>> {
-    match std::env::var(name) {
-        Ok(v) => v
-            .trim()
-            .parse()
-            .map(Some)
-            .with_context(|| format!("{name}: {v:?} is not a number")),
-        Err(_) => Ok(None),
     }
 }
 
@@ -270,30 +259,7 @@ fn llama_server() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("LLAMA_SERVER_BIN") {
         return Ok(p.into());
     }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/llama-tools.sh");
-    let out = Command::new("bash")
-        .arg(&script)
-        .stdin(Stdio::null())
-        .stderr(Stdio::inherit())
-        .output()
-        .with_context(|| format!("running {}", script.display()))?;
-    ensure!(
-        out.status.success(),
-        "{} failed ({})",
-        script.display(),
-        out.status
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.lines()
-        .map(str::trim)
-        .find(|l| l.ends_with("/llama-server"))
-        .map(PathBuf::from)
-        .with_context(|| {
-            format!(
-                "{} printed no llama-server path: {text:?}",
-                script.display()
-            )
-        })
+    Ok(common::llama_tools()?.swap_remove(2))
 }
 
 /// The peak resident set `serve` planned, from its `/metrics`.
@@ -555,13 +521,4 @@ fn median(mut v: Vec<f64>) -> f64 {
         n if n % 2 == 1 => v[n / 2],
         n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
     }
-}
-
-fn load_average() -> Option<f64> {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
 }

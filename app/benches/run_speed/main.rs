@@ -26,6 +26,8 @@
 //! script).
 
 mod child;
+#[path = "../common/mod.rs"]
+mod common;
 mod programs;
 
 use std::path::{Path, PathBuf};
@@ -35,6 +37,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 
+use common::{env_number, load_average, strict};
 use programs::{Job, Sample, Tools, headroom_run, prompt_of_exactly, runner_available};
 
 /// Prompt length in tokens (llama-bench `-p`).
@@ -81,10 +84,6 @@ enum Outcome {
     NoRunner,
 }
 
-fn strict() -> bool {
-    std::env::var("HEADROOM_BENCH_STRICT").is_ok_and(|v| v == "1")
-}
-
 /// What one benchmark run uses, from the environment.
 struct Config {
     model: PathBuf,
@@ -123,17 +122,6 @@ impl Config {
             threads,
             rss_ctx,
         })
-    }
-}
-
-fn env_number(name: &str) -> Result<Option<usize>> {
-    match std::env::var(name) {
-        Ok(v) => v
-            .trim()
-            .parse()
-            .map(Some)
-            .with_context(|| format!("{name}: {v:?} is not a number")),
-        Err(_) => Ok(None),
     }
 }
 
@@ -380,15 +368,4 @@ fn spread(values: impl Iterator<Item = f64>) -> f64 {
     let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     (hi - lo) / median_f64(v.iter().copied()).max(1e-9)
-}
-
-/// The 1-minute load average (`/proc/loadavg`), where Linux provides it: on a
-/// busy machine every speed ratio is noisy, and the output should say so.
-fn load_average() -> Option<f64> {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
 }

@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, ensure};
 use serde_json::Value;
 
 use crate::child::measure;
@@ -72,28 +72,11 @@ impl Tools {
                 completion: c.into(),
             });
         }
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/llama-tools.sh");
-        let out = Command::new("bash")
-            .arg(&script)
-            .stdin(Stdio::null())
-            .stderr(Stdio::inherit())
-            .output()
-            .with_context(|| format!("running {}", script.display()))?;
-        ensure!(
-            out.status.success(),
-            "{} failed ({})",
-            script.display(),
-            out.status
-        );
-        let text = String::from_utf8_lossy(&out.stdout);
-        let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
-        match (lines.next(), lines.next()) {
-            (Some(b), Some(c)) => Ok(Self {
-                bench: b.into(),
-                completion: c.into(),
-            }),
-            _ => bail!("{} printed no tool paths: {text:?}", script.display()),
-        }
+        let tools = crate::common::llama_tools()?;
+        Ok(Self {
+            bench: tools[0].clone(),
+            completion: tools[1].clone(),
+        })
     }
 
     /// One `llama-bench` run: `-p 64` and `-n 128` once each (`-r 1`), each

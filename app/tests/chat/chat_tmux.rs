@@ -22,7 +22,6 @@
 use crate::tmux;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -61,19 +60,7 @@ impl Setup {
 }
 
 fn model() -> PathBuf {
-    if let Some(p) = std::env::var_os("HEADROOM_TEST_MODEL") {
-        return PathBuf::from(p);
-    }
-    let out = Command::new(env!("CARGO_BIN_EXE_headroom"))
-        .args(["demo-model", "demo-base"])
-        .output()
-        .expect("headroom demo-model runs");
-    assert!(
-        out.status.success(),
-        "demo-model: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    crate::demo::demo_model()
 }
 
 /// The lines of the last reply under the model's header line.
@@ -410,16 +397,7 @@ fn the_instruct_demo_answers_a_question() {
     let _serial = SERIAL
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let out = Command::new(env!("CARGO_BIN_EXE_headroom"))
-        .args(["demo-model", "demo"])
-        .output()
-        .expect("headroom demo-model runs");
-    assert!(
-        out.status.success(),
-        "demo-model demo: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let model = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    let model = crate::demo::instruct_model();
     let stem = model
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())

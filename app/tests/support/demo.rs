@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-/// `HEADROOM_TEST_MODEL` when set, else what `headroom demo-model` prints
-/// (fetching and verifying it first); asked once per test binary.
+/// `HEADROOM_TEST_MODEL` when set, else the base demo model (Gemma 3 270M)
+/// as `headroom demo-model demo-base` prints it (fetching and verifying it
+/// first); asked once per test binary.
 pub fn demo_model() -> PathBuf {
     static MODEL: OnceLock<PathBuf> = OnceLock::new();
     MODEL
@@ -15,18 +16,30 @@ pub fn demo_model() -> PathBuf {
             if let Some(p) = std::env::var_os("HEADROOM_TEST_MODEL") {
                 return PathBuf::from(p);
             }
-            let out = Command::new(env!("CARGO_BIN_EXE_headroom"))
-                .args(["demo-model", "demo-base"])
-                .output()
-                .expect("run headroom demo-model");
-            assert!(
-                out.status.success(),
-                "headroom demo-model failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+            demo_model_named("demo-base")
         })
         .clone()
+}
+
+/// The instruct demo model (SmolLM2-135M-Instruct, with its chat template),
+/// as `headroom demo-model demo` prints it; asked once per test binary.
+pub fn instruct_model() -> &'static Path {
+    static MODEL: OnceLock<PathBuf> = OnceLock::new();
+    MODEL.get_or_init(|| demo_model_named("demo"))
+}
+
+/// What `headroom demo-model NAME` prints.
+fn demo_model_named(name: &str) -> PathBuf {
+    let out = Command::new(env!("CARGO_BIN_EXE_headroom"))
+        .args(["demo-model", name])
+        .output()
+        .expect("run headroom demo-model");
+    assert!(
+        out.status.success(),
+        "headroom demo-model {name} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
 /// `model` with `template` as its `tokenizer.chat_template`, written to
