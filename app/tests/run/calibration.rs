@@ -128,16 +128,65 @@ fn wait_for_quiet() -> Result<(), f64> {
     }
 }
 
+/// CPU seconds every process has used (`/proc/stat`), and this process's
+/// reaped children.
+fn cpu_seconds() -> Option<(f64, f64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let v: Vec<f64> = stat
+        .lines()
+        .next()?
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let all = (v.iter().sum::<f64>() - v.get(3)? - v.get(4)?) / hz;
+    // SAFETY: getrusage writes the struct it is given.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &raw mut ru) } != 0 {
+        return None;
+    }
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    Some((all, t(ru.ru_utime) + t(ru.ru_stime)))
+}
+
+/// A timed run that other processes did not disturb (they used under 0.3
+/// of a core while it ran): up to five tries, each once the machine is
+/// quiet; `None` when none was.
+fn undisturbed_run(model: &str) -> Option<Value> {
+    for _ in 0..5 {
+        if let Err(load) = wait_for_quiet() {
+            eprintln!("{model}: the machine stayed busy (load {load:.2})");
+            return None;
+        }
+        let sb = Sandbox::new();
+        let (t0, c0) = (Instant::now(), cpu_seconds());
+        let r = timed_run(&sb, model, &[]);
+        let others = match (c0, cpu_seconds()) {
+            (Some((a0, m0)), Some((a1, m1))) => {
+                ((a1 - a0) - (m1 - m0)).max(0.0) / t0.elapsed().as_secs_f64()
+            }
+            _ => 0.0,
+        };
+        if others < 0.3 {
+            return Some(r);
+        }
+        eprintln!("{model}: other processes used {others:.2} cores during the run; again");
+        std::thread::sleep(Duration::from_secs(10));
+    }
+    None
+}
+
 #[test]
 fn without_history_the_decode_estimate_is_within_a_quarter_of_the_measured_speed() {
     let _gate = one_at_a_time();
     for model in ["demo", "demo-base"] {
-        if let Err(load) = wait_for_quiet() {
-            eprintln!("{model}: speed not compared: the machine stayed busy (load {load:.2})");
+        let Some(r) = undisturbed_run(model) else {
+            eprintln!("{model}: speed not compared: no run without other work on the machine");
             continue;
-        }
-        let sb = Sandbox::new();
-        let r = timed_run(&sb, model, &[]);
+        };
         let source = str_at(&r, "/planned/speed_basis/ram/source");
         assert_ne!(
             source, "calibrated",
