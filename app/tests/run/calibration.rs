@@ -179,30 +179,37 @@ fn undisturbed_run(model: &str) -> Option<Value> {
     None
 }
 
-#[test]
-fn without_history_the_decode_estimate_is_within_a_quarter_of_the_measured_speed() {
-    let _gate = one_at_a_time();
-    for model in ["demo", "demo-base"] {
-        let Some(r) = undisturbed_run(model) else {
-            eprintln!("{model}: speed not compared: no run without other work on the machine");
-            continue;
-        };
-        let source = str_at(&r, "/planned/speed_basis/ram/source");
-        assert_ne!(
-            source, "calibrated",
-            "a fresh data directory has no history"
-        );
-        let est = f64_at(&r, "/planned/decode_tokens_per_s");
-        let measured = f64_at(&r, "/decode_tokens_per_s");
-        eprintln!(
-            "{model}: decode estimated {est:.1} tok/s, measured {measured:.1} ({:+.0}%), load {:.2}",
-            (est / measured - 1.0) * 100.0,
-            load_average().unwrap_or(0.0)
-        );
-        assert!(
-            (est - measured).abs() <= 0.25 * measured,
-            "{model}: estimated {est} tok/s, measured {measured}"
-        );
+/// Speed is only worth comparing on a quiet machine: this runs in the soak
+/// phase of `scripts/test.sh` (`soak::`, alone, one test at a time), and a
+/// run that other work disturbed is tried again; none undisturbed in five
+/// tries fails the test rather than passing it unchecked.
+mod soak {
+    use super::*;
+
+    #[test]
+    fn without_history_the_decode_estimate_is_within_a_quarter_of_the_measured_speed() {
+        let _gate = one_at_a_time();
+        for model in ["demo", "demo-base"] {
+            let r = undisturbed_run(model).unwrap_or_else(|| {
+                panic!("{model}: no run without other work on the machine, so no speed to compare")
+            });
+            let source = str_at(&r, "/planned/speed_basis/ram/source");
+            assert_ne!(
+                source, "calibrated",
+                "a fresh data directory has no history"
+            );
+            let est = f64_at(&r, "/planned/decode_tokens_per_s");
+            let measured = f64_at(&r, "/decode_tokens_per_s");
+            eprintln!(
+                "{model}: decode estimated {est:.1} tok/s, measured {measured:.1} ({:+.0}%), load {:.2}",
+                (est / measured - 1.0) * 100.0,
+                load_average().unwrap_or(0.0)
+            );
+            assert!(
+                (est - measured).abs() <= 0.25 * measured,
+                "{model}: estimated {est} tok/s, measured {measured}"
+            );
+        }
     }
 }
 
