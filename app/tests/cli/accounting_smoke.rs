@@ -126,6 +126,20 @@ fn every_zoo_architecture_loads_and_skipped_blocks_are_not_allocated() {
             .filter(|t| !skipped.contains(&t.name.as_str()))
             .map(|t| t.bytes.div_ceil(CPU_ALIGNMENT) * CPU_ALIGNMENT)
             .sum();
+        // An architecture that creates its tied output before the token
+        // embedding (gemma3n) finds nothing to share it with on the CPU:
+        // llama.cpp allocates the embedding a second time.
+        let tied_twice = headroom_planner::arch::TIED_OUTPUT_CREATED_FIRST.contains(&m.arch())
+            && !h.tensors.iter().any(|t| t.name == "output.weight");
+        let loaded = loaded
+            + if tied_twice {
+                h.tensors
+                    .iter()
+                    .find(|t| t.name == "token_embd.weight")
+                    .map_or(0, |t| t.bytes.div_ceil(CPU_ALIGNMENT) * CPU_ALIGNMENT)
+            } else {
+                0
+            };
         assert_eq!(b.model_total(), loaded, "{}: model buffers", m.name());
         let mtp = h.get_u64(&format!("{}.nextn_predict_layers", m.arch()));
         assert_eq!(
