@@ -395,9 +395,11 @@ pub mod overhead {
     /// Smallest RAM margin.
     pub const RAM_MARGIN_MIN: u64 = 128 * MIB;
     /// Resident bytes `serve` adds for its HTTP runtime: tokio's threads, the
-    /// per-connection buffers and tasks. Measured with the instruct demo model
-    /// (`app/tests/run/serve.rs`, `app/benches/serve_speed.rs`): 0–2 MiB over
-    /// `run`'s plan with 4 clients, 15.5 MiB with 2,000 connections at once.
+    /// per-connection buffers and tasks. Measured against `run`'s plan of the
+    /// same settings: with 4 clients (`app/benches/serve_speed.rs`, base demo
+    /// model) the peak stayed 1–3 MiB under it (434.4–436.4 MiB against
+    /// 437.6); with 2,000 connections at once (`app/tests/run/serve.rs`,
+    /// instruct demo model) it went 15.6 MiB over (234.7 against 219.1).
     pub const SERVER: u64 = 8 * MIB;
     /// Threads `serve` adds (2 tokio workers, at most 4 blocking threads for
     /// templates and tokenizing, the scheduler), for the address space.
