@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Builds llama.cpp's own programs, `llama-bench`, `llama-completion` and
-# `llama-server`, against the very llama.cpp that headroom links, so the
+# Builds llama.cpp's own programs, `llama-bench`, `llama-completion`,
+# `llama-server` and the RPC worker `ggml-rpc-server`, against the very llama.cpp that headroom links, so the
 # run-speed and serve benchmarks (app/benches/run_speed, serve_speed.rs)
 # compare headroom with llama.cpp on equal terms: same sources, same CPU
-# flags, same static libs.
+# flags, same static libs; and the tests of `--rpc` start workers that speak
+# exactly the RPC protocol headroom's llama.cpp speaks.
 #
 # llama-cpp-sys-2's crate leaves out llama.cpp's tools/ sources, but cargo has
 # already compiled everything else (ggml, llama, common, cpp-httplib) into
@@ -25,8 +26,8 @@
 # ~/.cache/headroom) and the binaries in target/llama-tools; both are reused
 # while the crate's libraries and this script's inputs are unchanged.
 #
-# Prints three lines on stdout: the paths of llama-bench, llama-completion and
-# llama-server. Progress goes to stderr.
+# Prints four lines on stdout: the paths of llama-bench, llama-completion,
+# llama-server and ggml-rpc-server. Progress goes to stderr.
 #
 # Needs: a release build of headroom first (`cargo build --release -p headroom`),
 # python3 with pip, a C++ compiler (the one CMake used).
@@ -51,6 +52,7 @@ TOOL_FILES=(
   tools/mtmd/clip.cpp
   tools/ui/ui.h.in
   tools/ui/ui.cpp.in
+  tools/rpc/rpc-server.cpp
   LICENSE
 )
 # Whole directories taken with them (sources and headers).
@@ -105,6 +107,7 @@ libs=(
   "$build/vendor/hash/libvendor-hash.a"
   "$sys_out/lib/libllama.a"
   "$sys_out/lib/libggml.a"
+  "$sys_out/lib/libggml-rpc.a"
   "$sys_out/lib/libggml-cpu.a"
   "$sys_out/lib/libggml-base.a"
 )
@@ -114,6 +117,8 @@ for l in "${libs[@]}"; do
 done
 [ -f "$build/common/libllama-common.a" ] ||
   die "$build has no libllama-common.a (llama-cpp-sys-2 built without llama.cpp's common library)"
+[ -f "$sys_out/lib/libggml-rpc.a" ] ||
+  die "$sys_out has no libggml-rpc.a (llama-cpp-sys-2 built without GGML_RPC=ON: see .cargo/config.toml)"
 
 # The compile command CMake used for common/common.cpp: its defines, include
 # dirs and optimisation flags are the ones the tools' front ends must share
@@ -171,16 +176,18 @@ key="$( { inputs; sha256sum "$0" | cut -d' ' -f1; } | sha256sum | cut -d' ' -f1)
 bench_bin="$out_dir/bin/llama-bench"
 completion_bin="$out_dir/bin/llama-completion"
 server_bin="$out_dir/bin/llama-server"
+rpc_bin="$out_dir/bin/ggml-rpc-server"
 
 mkdir -p "$out_dir"
 exec 9>"$out_dir/.lock"
 flock 9 # another build (a test and the bench at once) finishes first
 
-if [ -x "$bench_bin" ] && [ -x "$completion_bin" ] && [ -x "$server_bin" ] &&
+if [ -x "$bench_bin" ] && [ -x "$completion_bin" ] && [ -x "$server_bin" ] && [ -x "$rpc_bin" ] &&
   [ "$(cat "$out_dir/stamp" 2>/dev/null)" = "$key" ]; then
   echo "$bench_bin"
   echo "$completion_bin"
   echo "$server_bin"
+  echo "$rpc_bin"
   exit 0
 fi
 
@@ -217,7 +224,7 @@ if ! have_sources; then
 fi
 
 # --- Compile the front ends, link the crate's libraries -----------------------
-log "building llama-bench, llama-completion and llama-server against $sys_out"
+log "building llama-bench, llama-completion, llama-server and ggml-rpc-server against $sys_out"
 # Objects of other inputs are stale: only this set is kept.
 for d in "$out_dir"/obj-*; do [ "$d" = "$out_dir/obj-$obj_key" ] || rm -rf "$d"; done
 rm -rf "$out_dir/obj"
@@ -240,6 +247,7 @@ add "$src_dir/tools/llama-bench/llama-bench.cpp" "$obj/llama-bench.o" ""
 add "$src_dir/tools/llama-bench/main.cpp" "$obj/llama-bench-main.o" ""
 add "$src_dir/tools/completion/completion.cpp" "$obj/completion.o" ""
 add "$src_dir/tools/completion/main.cpp" "$obj/completion-main.o" ""
+add "$src_dir/tools/rpc/rpc-server.cpp" "$obj/rpc-server.o" ""
 # The sdist's server is a few commits apart from the crate's common/ library;
 # the one helper it calls that the crate's common.h lacks is declared here,
 # with llama.cpp's own non-Windows body (guarded, so a crate that has it wins).
@@ -309,13 +317,16 @@ link() { # output objects...
 link "$bench_bin" "$obj/llama-bench-main.o" "$obj/llama-bench.o"
 link "$completion_bin" "$obj/completion-main.o" "$obj/completion.o"
 link "$server_bin" "${server_objs[@]}"
+link "$rpc_bin" "$obj/rpc-server.o"
 
 # A binary that cannot start (a missing symbol at load time, a bad link) must
 # not be cached as good.
 "$bench_bin" --help >/dev/null 2>&1 || die "$bench_bin does not run"
 "$server_bin" --help >/dev/null 2>&1 || die "$server_bin does not run"
+"$rpc_bin" --help >/dev/null 2>&1 || die "$rpc_bin does not run"
 echo "$key" >"$out_dir/stamp"
-log "built $bench_bin, $completion_bin and $server_bin"
+log "built $bench_bin, $completion_bin, $server_bin and $rpc_bin"
 echo "$bench_bin"
 echo "$completion_bin"
 echo "$server_bin"
+echo "$rpc_bin"
