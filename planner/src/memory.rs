@@ -348,6 +348,9 @@ pub struct GpuSpec {
     pub kind: DeviceKind,
     /// Memory the plan may use (free memory, or the unified limit).
     pub budget_bytes: u64,
+    /// The free memory the device reports to llama.cpp, which splits
+    /// offloaded layers between devices in proportion to it.
+    pub split_bytes: u64,
 }
 
 /// The machine, reduced to what the memory model needs.
@@ -859,7 +862,14 @@ fn residency(
     } = b;
     let mapped = w.mapped_bytes(settings.mmap);
     let vocab_overhead = product([p.n_vocab, overhead::PER_TOKEN]);
-    let cuda_host = if lay.uses_gpu { overhead::CUDA_HOST } else { 0 };
+    // The CUDA runtime's host side: only a local GPU brings it (an RPC
+    // worker's runtime lives in the worker).
+    let local_gpu = m.gpus.iter().any(|g| g.kind != DeviceKind::Rpc);
+    let cuda_host = if lay.uses_gpu && local_gpu {
+        overhead::CUDA_HOST
+    } else {
+        0
+    };
     let (server, server_threads) = match settings.front_end {
         FrontEnd::Cli => (0, 0),
         FrontEnd::Server => (overhead::SERVER, overhead::SERVER_THREADS),
@@ -917,6 +927,10 @@ fn device_uses(
         compute: c,
     } = b;
     let uses_gpu = lay.uses_gpu;
+    // The CPU's compute buffer is in the first device's pinned host memory
+    // when it has one (`llama-context.cpp`); RPC devices come first in
+    // llama.cpp's list and have none, so with a worker it is plain "CPU".
+    let pinned = uses_gpu && m.gpus.first().is_some_and(|g| g.kind != DeviceKind::Rpc);
     let margin_ram = settings
         .margin_bytes
         .unwrap_or_else(|| (m.ram_budget_bytes / 20).max(overhead::RAM_MARGIN_MIN));
@@ -925,9 +939,9 @@ fn device_uses(
         name: "CPU".into(),
         model_bytes: w.cpu_plain,
         context_bytes: kv.cpu,
-        compute_bytes: if uses_gpu { 0 } else { c.cpu },
+        compute_bytes: if pinned { 0 } else { c.cpu },
     }];
-    if uses_gpu {
+    if pinned {
         cpu_buffers.push(BufferUse {
             name: "CUDA_Host".into(),
             model_bytes: 0,
@@ -961,6 +975,9 @@ fn device_uses(
     for (g, spec) in m.gpus.iter().enumerate() {
         let overhead = match spec.kind {
             DeviceKind::Unified => overhead::UNIFIED_CONTEXT,
+            // The worker's backend context is in the worker, not here; what
+            // it allocates is exactly its buffers.
+            DeviceKind::Rpc => 0,
             _ => overhead::CUDA_CONTEXT,
         };
         let used = sum([w.gpu[g], kv.gpu[g], c.gpu[g]]);
@@ -985,7 +1002,13 @@ fn device_uses(
             total_bytes: sum([used, overhead, margin]),
             n_layers: lay.layers_gpu.get(g).copied().unwrap_or(0),
             buffers: vec![BufferUse {
-                name: format!("CUDA{g}"),
+                // llama.cpp names a worker's buffers `RPC<n>[HOST:PORT]`,
+                // which is the device's name here.
+                name: if spec.kind == DeviceKind::Rpc {
+                    spec.name.clone()
+                } else {
+                    format!("CUDA{g}")
+                },
                 model_bytes: w.gpu[g],
                 context_bytes: kv.gpu[g],
                 compute_bytes: c.gpu[g],

@@ -168,6 +168,9 @@ pub enum DeviceKind {
     Gpu,
     /// A GPU drawing on system RAM (Apple Silicon, APUs).
     Unified,
+    /// A llama.cpp RPC worker: a device in another process (or machine)
+    /// that llama.cpp places layers, KV cache and compute on like a GPU.
+    Rpc,
 }
 
 /// One llama.cpp buffer type's share, in the shape of llama.cpp's own

@@ -74,12 +74,26 @@ fn machine(hw: &HardwareSnapshot, build: Build) -> Machine {
     let unified = hw.unified.is_some();
     let mut gpus = Vec::new();
     let mut sources = Vec::new();
+    // RPC workers first, as llama.cpp lists them; then the local GPUs.
+    let (rpc, local): (Vec<&crate::hw::GpuInfo>, Vec<&crate::hw::GpuInfo>) =
+        hw.gpus.iter().partition(|g| g.vendor == GpuVendor::Rpc);
+    for g in rpc {
+        gpus.push(GpuSpec {
+            name: g.name.clone(),
+            kind: DeviceKind::Rpc,
+            budget_bytes: g.budget_bytes.map_or(g.free_bytes, |b| b.min(g.free_bytes)),
+            split_bytes: g.free_bytes,
+        });
+        let (bandwidth, source) = g.planned_bandwidth();
+        sources.push((bandwidth, source, g.fp16_flops_per_s));
+    }
     if let Some(u) = &hw.unified {
-        let g = hw.gpus.first();
+        let g = local.first().copied();
         gpus.push(GpuSpec {
             name: g.map_or_else(|| "GPU (unified)".to_string(), |g| g.name.clone()),
             kind: DeviceKind::Unified,
             budget_bytes: u.gpu_limit_bytes.min(resident),
+            split_bytes: u.gpu_limit_bytes.min(resident),
         });
         // An integrated GPU of unknown model reads the same RAM as the CPU.
         let (bandwidth, source) = g
@@ -87,7 +101,7 @@ fn machine(hw: &HardwareSnapshot, build: Build) -> Machine {
             .unwrap_or((ram.bandwidth_bytes_per_s, BandwidthSource::Assumed));
         sources.push((bandwidth, source, g.and_then(|g| g.fp16_flops_per_s)));
     } else {
-        for g in &hw.gpus {
+        for g in local {
             gpus.push(GpuSpec {
                 name: g.name.clone(),
                 kind: if g.vendor == GpuVendor::Apple {
@@ -95,7 +109,8 @@ fn machine(hw: &HardwareSnapshot, build: Build) -> Machine {
                 } else {
                     DeviceKind::Gpu
                 },
-                budget_bytes: g.free_bytes,
+                budget_bytes: g.budget_bytes.map_or(g.free_bytes, |b| b.min(g.free_bytes)),
+                split_bytes: g.free_bytes,
             });
             let (bandwidth, source) = g.planned_bandwidth();
             sources.push((bandwidth, source, g.fp16_flops_per_s));
@@ -142,7 +157,7 @@ fn fits(e: &Estimate, m: &Machine) -> bool {
         if exceeds(d.total_bytes, d.budget_bytes) {
             return false;
         }
-        if m.unified {
+        if m.unified && d.kind == DeviceKind::Unified {
             // One pool: the GPU's allocations come out of the same RAM.
             ram_need = sum([ram_need, d.total_bytes]);
         }
@@ -160,7 +175,7 @@ fn alloc_limit(m: &Machine) -> u64 {
 }
 
 fn split_for(m: &Machine) -> Vec<f64> {
-    m.spec.gpus.iter().map(|g| g.budget_bytes as f64).collect()
+    m.spec.gpus.iter().map(|g| g.split_bytes as f64).collect()
 }
 
 fn placement(m: &Machine, ngl: u32, n_cpu_moe: u32) -> Placement {
@@ -432,7 +447,20 @@ pub fn plan(
         tensor_split: pl.layers_per_gpu(p.n_layer),
     };
     let ngl_effective = if has_gpu { ngl } else { 0 };
-    let llama_args = llama_args(path, s, &est.ctx, ngl_effective, n_cpu_moe, &resolved);
+    let mut llama_args = llama_args(path, s, &est.ctx, ngl_effective, n_cpu_moe, &resolved);
+    // RPC workers: llama.cpp's `--rpc` with their endpoints (`RPC0[HOST:PORT]`).
+    let rpc: Vec<&str> = devices
+        .iter()
+        .filter(|d| d.kind == DeviceKind::Rpc)
+        .filter_map(|d| {
+            d.name
+                .split_once('[')
+                .and_then(|(_, e)| e.strip_suffix(']'))
+        })
+        .collect();
+    if !rpc.is_empty() {
+        llama_args.extend(["--rpc".to_string(), rpc.join(",")]);
+    }
     Plan {
         schema_version: SCHEMA_VERSION,
         headroom_version: env!("CARGO_PKG_VERSION").to_string(),

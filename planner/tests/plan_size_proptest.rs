@@ -282,6 +282,7 @@ fn machine() -> impl Strategy<Value = MachineSpec> {
                     name: format!("GPU{i}"),
                     kind: DeviceKind::Gpu,
                     budget_bytes,
+                    split_bytes: budget_bytes,
                 })
                 .collect(),
             repack: RepackRules::for_cpu("x86_64", &["avx2".to_string()]),

@@ -69,6 +69,7 @@ impl AmdCard {
             bandwidth_source: BandwidthSource::Assumed,
             fp16_flops_per_s: None,
             uuid: None,
+            budget_bytes: None,
         };
         (gpu, unified)
     }

@@ -96,7 +96,7 @@ impl KnownGpu {
             GpuVendor::Nvidia => "NVIDIA",
             GpuVendor::Amd => "AMD",
             GpuVendor::Intel => "Intel",
-            GpuVendor::Apple | GpuVendor::Other => "",
+            GpuVendor::Apple | GpuVendor::Other | GpuVendor::Rpc => "",
         };
         if vendor.is_empty() || self.name.starts_with(vendor) {
             self.name.clone()

@@ -39,7 +39,7 @@ mod types;
 pub mod unified;
 
 pub use error::HwError;
-pub use overrides::{Overrides, apply_named_gpus, apply_overrides};
+pub use overrides::{Overrides, RpcDevice, add_rpc_devices, apply_named_gpus, apply_overrides};
 pub use profile::{
     DEFAULT_PROFILE_CORES, DEFAULT_PROFILE_RAM_BYTES, load_profile, parse_profile, to_profile_toml,
 };

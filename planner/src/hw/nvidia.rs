@@ -206,6 +206,7 @@ pub fn probe(notes: &mut Vec<String>) -> Vec<GpuInfo> {
             },
             fp16_flops_per_s: None,
             uuid: device.uuid().ok(),
+            budget_bytes: None,
         });
     }
     let order_note =
@@ -234,6 +235,7 @@ fn placeholder(index: u32) -> GpuInfo {
         bandwidth_source: super::types::BandwidthSource::Assumed,
         fp16_flops_per_s: None,
         uuid: None,
+        budget_bytes: None,
     }
 }
 
@@ -303,6 +305,7 @@ mod tests {
             bandwidth_source: crate::hw::BandwidthSource::Reported,
             fp16_flops_per_s: None,
             uuid: Some(uuid.into()),
+            budget_bytes: None,
         }
     }
 

@@ -148,8 +148,48 @@ fn synthetic_gpus(sizes: &[u64]) -> Vec<GpuInfo> {
             bandwidth_source: BandwidthSource::Assumed,
             fp16_flops_per_s: None,
             uuid: None,
+            budget_bytes: None,
         })
         .collect()
+}
+
+/// A llama.cpp RPC worker's device as llama.cpp reported it on connecting.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RpcDevice {
+    /// The name of its buffers in llama.cpp's breakdown (`RPC0[HOST:PORT]`).
+    pub name: String,
+    /// Free memory the worker reports: llama.cpp splits layers by it.
+    pub free_bytes: u64,
+    /// Total memory the worker reports.
+    pub total_bytes: u64,
+    /// What the plan may use there (`--rpc-mem`); `None` = `free_bytes`.
+    pub budget_bytes: Option<u64>,
+}
+
+/// Adds RPC workers' devices to a snapshot, first, as llama.cpp orders its
+/// devices (RPC servers at the front, then local GPUs). Their memory
+/// bandwidth is not known: this machine's RAM bandwidth stands in (a CPU
+/// worker on a like machine), marked assumed.
+#[must_use]
+pub fn add_rpc_devices(mut s: HardwareSnapshot, devices: &[RpcDevice]) -> HardwareSnapshot {
+    let n = u32::try_from(devices.len()).unwrap_or(u32::MAX);
+    for g in &mut s.gpus {
+        g.index = g.index.saturating_add(n);
+    }
+    let rpc = devices.iter().enumerate().map(|(i, d)| GpuInfo {
+        index: u32::try_from(i).unwrap_or(u32::MAX),
+        name: d.name.clone(),
+        vendor: GpuVendor::Rpc,
+        total_bytes: d.total_bytes,
+        free_bytes: d.free_bytes,
+        bandwidth_bytes_per_s: Some(s.ram.bandwidth_bytes_per_s),
+        bandwidth_source: BandwidthSource::Assumed,
+        fp16_flops_per_s: None,
+        uuid: None,
+        budget_bytes: d.budget_bytes,
+    });
+    s.gpus = rpc.chain(std::mem::take(&mut s.gpus)).collect();
+    s
 }
 
 /// `--gpu NAME[,NAME…]`: the GPUs become these cards from the GPU table,
@@ -262,6 +302,7 @@ fn named_gpu(i: usize, c: &NamedGpu, bytes: u64) -> GpuInfo {
         bandwidth_source: BandwidthSource::LookedUp,
         fp16_flops_per_s: Some(c.gpu.fp16_flops_per_s()),
         uuid: None,
+        budget_bytes: None,
     }
 }
 

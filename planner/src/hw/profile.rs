@@ -354,6 +354,7 @@ fn build(file: ProfileFile, path: &Path) -> Result<HardwareSnapshot, String> {
             },
             fp16_flops_per_s: None,
             uuid: g.uuid,
+            budget_bytes: None,
         });
     }
 
@@ -383,6 +384,7 @@ fn build(file: ProfileFile, path: &Path) -> Result<HardwareSnapshot, String> {
                     },
                     fp16_flops_per_s: None,
                     uuid: None,
+                    budget_bytes: None,
                 });
             }
             Some(UnifiedMemory {

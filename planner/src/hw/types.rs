@@ -176,6 +176,9 @@ pub enum GpuVendor {
     Apple,
     /// Intel Arc (SYCL or Vulkan backend).
     Intel,
+    /// A llama.cpp RPC worker (`--rpc HOST:PORT`): another process, often
+    /// another machine, whose backend llama.cpp uses like a local GPU.
+    Rpc,
     /// Anything else, or unknown.
     Other,
 }
@@ -211,6 +214,11 @@ pub struct GpuInfo {
     pub fp16_flops_per_s: Option<f64>,
     /// Stable identifier (NVML UUID, "GPU-…"), when known.
     pub uuid: Option<String>,
+    /// What the plan may use of this device when the user said so
+    /// (`--rpc-mem`), below `free_bytes`. llama.cpp still splits layers by
+    /// `free_bytes`, so the two are kept apart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_bytes: Option<u64>,
 }
 
 /// Where a GPU's bandwidth figure came from.

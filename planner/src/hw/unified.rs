@@ -91,6 +91,7 @@ pub fn apple_gpu(
         bandwidth_source: BandwidthSource::Assumed,
         fp16_flops_per_s: None,
         uuid: None,
+        budget_bytes: None,
     };
     gpu.fill_from_table(ram_total);
     (

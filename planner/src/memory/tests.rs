@@ -278,6 +278,7 @@ fn gpu(name: &str, budget_bytes: u64) -> GpuSpec {
         name: name.into(),
         kind: DeviceKind::Gpu,
         budget_bytes,
+        split_bytes: budget_bytes,
     }
 }
 
