@@ -29,6 +29,8 @@ mod memory;
 mod output;
 #[path = "run/refuse.rs"]
 mod refuse;
+#[path = "run/rpc.rs"]
+mod rpc;
 #[path = "run/run_load.rs"]
 mod run_load;
 #[path = "run/serve.rs"]

@@ -41,7 +41,7 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Plan how a model loads on this machine: memory per device, verdict, speed, llama.cpp flags.
+    /// Plan how a model loads on this machine: memory per device (CPU, GPUs, --rpc workers), verdict, speed, llama.cpp flags.
     Plan(PlanArgs),
     /// Run one prompt (from -p, -f or standard input) and stream the answer to stdout.
     Run(RunArgs),
@@ -111,6 +111,28 @@ pub struct MachineArgs {
     /// A hardware profile (TOML) to plan for instead of this machine.
     #[arg(long = "hw", global = true, value_name = "FILE")]
     pub hw_file: Option<PathBuf>,
+    /// llama.cpp RPC workers (`ggml-rpc-server`) to use as devices, comma-separated HOST:PORT. Each is probed (connect and hello, 2 s each), then planned and loaded like a GPU: llama.cpp puts them first and splits the offloaded layers in proportion to the free memory each reports. Loopback only unless --rpc-trust-network.
+    #[arg(long, global = true, value_name = "HOST:PORT[,HOST:PORT…]")]
+    pub rpc: Option<String>,
+    /// What the plan may use on each RPC worker, comma-separated in --rpc's order (default: the free memory it reports, which for a CPU worker is its machine's available RAM, whatever limit the worker runs under).
+    #[arg(
+        long = "rpc-mem",
+        global = true,
+        value_name = "SIZE[,SIZE…]",
+        requires = "rpc"
+    )]
+    pub rpc_mem: Option<String>,
+    /// Allow --rpc workers that are not on this machine. llama.cpp's RPC protocol has no authentication or encryption: anyone who can reach a worker can make it allocate memory and run graphs, and read what it computes.
+    #[arg(long = "rpc-trust-network", global = true, requires = "rpc")]
+    pub rpc_trust_network: bool,
+    /// Network bandwidth to the RPC workers, for the speed estimate (default 1 Gbit/s, i.e. 125MB/s; per token the hidden state crosses each boundary between devices).
+    #[arg(
+        long = "rpc-bandwidth",
+        global = true,
+        value_name = "BYTES/S",
+        requires = "rpc"
+    )]
+    pub rpc_bandwidth: Option<String>,
 }
 
 impl MachineArgs {
@@ -120,6 +142,7 @@ impl MachineArgs {
     pub fn build(&self) -> headroom_planner::solve::Build {
         headroom_planner::solve::Build {
             gpu: crate::llama::gpu_build()
+                || self.rpc.is_some()
                 || self.vram.is_some()
                 || self.gpu.is_some()
                 || self.hw_file.is_some(),
@@ -146,6 +169,55 @@ impl MachineArgs {
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Some(cards))
+    }
+
+    /// `--rpc` and `--rpc-mem`: the workers' endpoints, checked (loopback
+    /// unless the network is trusted), and each one's budget when given.
+    ///
+    /// # Errors
+    /// A malformed or untrusted address, a size that does not parse, or a
+    /// number of sizes other than the number of workers.
+    pub fn rpc_workers(&self) -> Result<Option<(Vec<String>, Vec<Option<u64>>)>> {
+        let Some(list) = self.rpc.as_deref() else {
+            return Ok(None);
+        };
+        let endpoints = crate::llama::rpc::parse_endpoints(list, self.rpc_trust_network)
+            .map_err(|e| anyhow::anyhow!("--rpc: {e}"))?;
+        let budgets = match self.rpc_mem.as_deref() {
+            None => vec![None; endpoints.len()],
+            Some(mem) => {
+                let sizes = mem
+                    .split(',')
+                    .map(|s| hw::parse_size(s.trim()).map(Some))
+                    .collect::<Result<Vec<_>, _>>()
+                    .context("--rpc-mem")?;
+                if sizes.len() != endpoints.len() {
+                    bail!(
+                        "--rpc-mem: {} sizes for {} workers (one per --rpc worker, in its order)",
+                        sizes.len(),
+                        endpoints.len()
+                    );
+                }
+                sizes
+            }
+        };
+        Ok(Some((endpoints, budgets)))
+    }
+
+    /// `--rpc-bandwidth` in bytes/s: a size ("125MB", "1GB") read per second.
+    ///
+    /// # Errors
+    /// A size that does not parse, or 0.
+    pub fn rpc_bandwidth(&self) -> Result<Option<f64>> {
+        let Some(b) = self.rpc_bandwidth.as_deref() else {
+            return Ok(None);
+        };
+        let bytes = hw::parse_size(b.trim_end_matches("/s")).context("--rpc-bandwidth")?;
+        if bytes == 0 {
+            bail!("--rpc-bandwidth: 0 bytes/s");
+        }
+        #[allow(clippy::cast_precision_loss)]
+        Ok(Some(bytes as f64))
     }
 
     /// Validate into planner overrides.

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use headroom_planner::hw::{BandwidthSource, format_size};
+use headroom_planner::hw::{BandwidthSource, GpuVendor, format_size};
 
 use super::hardware;
 use crate::cli::{HwArgs, MachineArgs};
@@ -90,6 +90,22 @@ pub fn run(args: &HwArgs, machine: &MachineArgs) -> Result<ExitCode> {
     }
     for g in &hw.gpus {
         let (b, source) = g.planned_bandwidth();
+        if g.vendor == GpuVendor::Rpc {
+            writeln!(
+                out,
+                "RPC{}     {}: {} free of {} (as the worker reports it), {:.0} GB/s assumed (this machine's RAM){}",
+                g.index,
+                g.name,
+                format_size(g.free_bytes),
+                format_size(g.total_bytes),
+                b / 1e9,
+                g.budget_bytes.map_or_else(String::new, |m| format!(
+                    ", budget {} (--rpc-mem)",
+                    format_size(m)
+                ))
+            )?;
+            continue;
+        }
         let bw = match source {
             BandwidthSource::Assumed if g.bandwidth_bytes_per_s.is_none() => format!(
                 ", bandwidth unknown (plans assume {:.0} GB/s: {})",
@@ -125,9 +141,9 @@ pub fn run(args: &HwArgs, machine: &MachineArgs) -> Result<ExitCode> {
         out,
         "build    {}",
         if crate::llama::gpu_build() {
-            "GPU backends available"
+            "GPU backends available, RPC workers (--rpc)"
         } else {
-            "CPU only"
+            "CPU, RPC workers (--rpc)"
         }
     )?;
     for n in &hw.notes {

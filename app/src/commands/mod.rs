@@ -90,10 +90,35 @@ pub fn hardware(machine: &MachineArgs) -> Result<HardwareSnapshot> {
         }
     };
     let hw = phw::apply_overrides(base, &overrides).map_err(|e| UsageError(e.to_string()))?;
-    match cards {
-        None => Ok(hw),
+    let hw = match cards {
+        None => hw,
         Some(cards) => phw::apply_named_gpus(hw, &cards, overrides.ram_bytes.is_some())
-            .map_err(|e| UsageError(e.to_string()).into()),
+            .map_err(|e| UsageError(e.to_string()))?,
+    };
+    let workers = machine
+        .rpc_workers()
+        .map_err(|e| UsageError(format!("{e:#}")))?;
+    match workers {
+        None => Ok(hw),
+        Some((endpoints, budgets)) => {
+            // Probed and connected through llama.cpp now, so the plan reads
+            // the memory the workers report and the load that follows in
+            // this process uses the same devices.
+            let devices = crate::llama::rpc::connect(&endpoints)?;
+            let devices: Vec<phw::RpcDevice> = devices
+                .iter()
+                .map(|d| {
+                    let at = endpoints.iter().position(|e| *e == d.endpoint);
+                    phw::RpcDevice {
+                        name: d.buffer_name.clone(),
+                        free_bytes: d.free_bytes,
+                        total_bytes: d.total_bytes,
+                        budget_bytes: at.and_then(|i| budgets[i]),
+                    }
+                })
+                .collect();
+            Ok(phw::add_rpc_devices(hw, &devices))
+        }
     }
 }
 

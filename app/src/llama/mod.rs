@@ -17,6 +17,7 @@ mod ffi;
 pub mod log;
 pub mod params;
 pub mod quant;
+pub mod rpc;
 pub mod template;
 pub mod usage;
 pub mod vocab;

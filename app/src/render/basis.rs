@@ -21,6 +21,11 @@ fn gpu_source(g: &GpuBasis) -> String {
     match g.source {
         BandwidthSource::Reported => "reported".into(),
         BandwidthSource::LookedUp => "looked up by name".into(),
+        // An RPC worker's memory is not known here: this machine's RAM
+        // bandwidth stands in (`hw::add_rpc_devices`).
+        BandwidthSource::Assumed if g.name.starts_with("RPC") => {
+            "assumed: this machine's RAM bandwidth".into()
+        }
         BandwidthSource::Assumed => format!("assumed: {NAME_THE_CARD}"),
     }
 }

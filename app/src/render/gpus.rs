@@ -55,6 +55,7 @@ fn vendor(v: GpuVendor) -> &'static str {
         GpuVendor::Intel => "Intel",
         GpuVendor::Apple => "Apple",
         GpuVendor::Other => "other",
+        GpuVendor::Rpc => "RPC worker",
     }
 }
 

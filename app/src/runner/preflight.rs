@@ -83,8 +83,13 @@ pub fn decide(req: Request<'_>) -> Result<Decision> {
         threads,
         siblings,
     } = req;
+    // RPC workers are devices this build loads onto, GPU backend or not.
     let build = Build {
-        gpu: crate::llama::gpu_build(),
+        gpu: crate::llama::gpu_build()
+            || hw
+                .gpus
+                .iter()
+                .any(|g| g.vendor == headroom_planner::hw::GpuVendor::Rpc),
     };
     let mut plan = solve::plan(profile, &path.display().to_string(), settings, &hw, build);
     plan.llama_cpp = crate::llama::llama_cpp_version();

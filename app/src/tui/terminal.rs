@@ -69,6 +69,9 @@ impl TerminalGuard {
         if let Ok(mut t) = UI_THREAD.lock() {
             *t = Some(std::thread::current().id());
         }
+        // A lost RPC worker ends the process inside llama.cpp (its abort);
+        // the screen comes back before the one line saying so.
+        crate::llama::rpc::on_abort(restore);
         let guard = TerminalGuard(());
         if let Some(path) = log {
             redirect_stderr(path)?;

@@ -39,7 +39,11 @@ fn hw_json_describes_this_machine() {
             text.stdout
         );
     }
-    assert!(text.stdout.contains("CPU only"), "{}", text.stdout);
+    assert!(
+        text.stdout.contains("CPU, RPC workers (--rpc)"),
+        "{}",
+        text.stdout
+    );
 }
 
 #[test]

@@ -1,0 +1,505 @@
+//! `--rpc`: llama.cpp RPC workers (`ggml-rpc-server`, built from the same
+//! llama.cpp by `scripts/llama-tools.sh`) as devices, on loopback only.
+//!
+//! - The plan per device against llama.cpp's own accounting with two workers
+//!   connected (a `no_alloc` load sends no weights), for the shapes of the
+//!   single-device accounting test, at `-ngl` 0, about half and all: weights
+//!   and KV per device are held (1%, 2%); compute per device is printed.
+//! - An unreachable worker: one line naming it, exit 1, within 5 s.
+//! - A real run split across two workers and the CPU: the same greedy text
+//!   as the CPU alone.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use headroom::llama::{self, AccountingParams, rpc};
+use headroom_planner::hw::{self, Overrides, ProbeOptions, RpcDevice};
+use headroom_planner::plan::{FlashAttn, Plan, Settings};
+use headroom_planner::solve::{self, Build};
+use headroom_planner::synth::{self, Mix, Shape};
+
+use crate::support::{bin, model, one_at_a_time};
+
+const GIB: u64 = 1 << 30;
+
+/// The worker binary, built once per test process.
+fn worker_bin() -> &'static PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/llama-tools.sh");
+        let out = Command::new("bash")
+            .arg(&script)
+            .stdin(Stdio::null())
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("runs scripts/llama-tools.sh");
+        assert!(
+            out.status.success(),
+            "llama-tools.sh failed: {}",
+            out.status
+        );
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let bin = text
+            .lines()
+            .map(str::trim)
+            .find(|l| l.ends_with("/ggml-rpc-server"))
+            .unwrap_or_else(|| panic!("llama-tools.sh printed no ggml-rpc-server: {text:?}"));
+        PathBuf::from(bin)
+    })
+}
+
+/// A worker on 127.0.0.1 at a free port, stopped on drop.
+pub struct Worker {
+    child: Child,
+    pub endpoint: String,
+}
+
+impl Worker {
+    /// Starts a worker (1 thread), optionally under `prlimit --as=BYTES`,
+    /// and waits until it answers the RPC hello.
+    pub fn start(as_limit: Option<u64>) -> Worker {
+        for _ in 0..5 {
+            let port = TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .expect("a free port")
+                .port();
+            let mut cmd = match as_limit {
+                Some(limit) => {
+                    let mut c = Command::new("prlimit");
+                    c.arg(format!("--as={limit}")).arg(worker_bin());
+                    c
+                }
+                None => Command::new(worker_bin()),
+            };
+            let child = cmd
+                .args(["-H", "127.0.0.1", "-p", &port.to_string(), "-t", "1"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("starts ggml-rpc-server (prlimit is installed by setup.sh)");
+            let mut w = Worker {
+                child,
+                endpoint: format!("127.0.0.1:{port}"),
+            };
+            let t = Instant::now();
+            while t.elapsed() < Duration::from_secs(10) {
+                if rpc::probe(&w.endpoint, Duration::from_millis(500)).is_ok() {
+                    return w;
+                }
+                if w.child.try_wait().ok().flatten().is_some() {
+                    break; // the port was taken meanwhile: another one
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = w.child.kill();
+        }
+        panic!("no ggml-rpc-server answered on 127.0.0.1");
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The worker's peak resident set so far (`VmHWM`), bytes.
+    pub fn peak_rss(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .expect("the worker's /proc status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .expect("VmHWM")
+            * 1024
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn machine_with(devices: &[rpc::Device]) -> hw::HardwareSnapshot {
+    let probed = hw::probe(&ProbeOptions {
+        measure_bandwidth: false,
+        cache_dir: None,
+    });
+    let base = hw::apply_overrides(
+        probed,
+        &Overrides {
+            ram_bytes: Some(512 * GIB),
+            vram_bytes: Some(vec![]),
+            profile: None,
+        },
+    )
+    .expect("overrides");
+    let devs: Vec<RpcDevice> = devices
+        .iter()
+        .map(|d| RpcDevice {
+            name: d.buffer_name.clone(),
+            free_bytes: d.free_bytes,
+            total_bytes: d.total_bytes,
+            budget_bytes: None,
+        })
+        .collect();
+    hw::add_rpc_devices(base, &devs)
+}
+
+fn rel(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        return if a == 0 { 0.0 } else { 1.0 };
+    }
+    (a as f64 - b as f64).abs() / b as f64
+}
+
+/// Per device (CPU and each worker): weights, KV, compute of the plan
+/// against llama.cpp's breakdown; returns the report line and failures.
+fn compare(label: &str, plan: &Plan, theirs: &[llama::BufferUse]) -> (String, Vec<String>) {
+    let mut fails = Vec::new();
+    let mut line = format!("{label:<44}");
+    for d in &plan.devices {
+        let mine: Vec<&str> = d.buffers.iter().map(|b| b.name.as_str()).collect();
+        let is_cpu = d.name == "CPU";
+        // llama.cpp's rows of this device: a worker's by its buffer name;
+        // the CPU's are every row in RAM.
+        let rows: Vec<&llama::BufferUse> = theirs
+            .iter()
+            .filter(|b| {
+                if is_cpu {
+                    !b.name.starts_with("RPC")
+                } else {
+                    mine.contains(&b.name.as_str())
+                }
+            })
+            .collect();
+        let (tm, tc, tk) = rows.iter().fold((0, 0, 0), |(m, c, k), b| {
+            (m + b.model, c + b.context, k + b.compute)
+        });
+        let (om, oc) = (d.weights_bytes, d.kv_bytes);
+        // The plan's compute row holds llama.cpp's compute buffers and, on
+        // the CPU, the output buffer, which llama.cpp counts as context.
+        let ok = d.buffers.iter().map(|b| b.compute_bytes).sum::<u64>();
+        let oc_all = d.buffers.iter().map(|b| b.context_bytes).sum::<u64>();
+        // Held: weights and KV per device (the split rule, the output
+        // layer's device, KV per device). Compute per device is printed,
+        // not held yet: the planner's GPU-side compute rule is 10-25% off a
+        // middle device's and misses pipeline parallelism's input copies
+        // (llama.cpp keeps 4 of each split input when more than one device
+        // holds every layer), see the note.
+        for (what, a, b, tol) in [("weights", om, tm, 0.01), ("KV", oc_all.max(oc), tc, 0.02)] {
+            if rel(a, b) > tol {
+                fails.push(format!(
+                    "{label} {} {what}: planned {a}, llama.cpp {b} ({:.1}% off, allowed {:.0}%)",
+                    d.name,
+                    rel(a, b) * 100.0,
+                    tol * 100.0
+                ));
+            }
+        }
+        line.push_str(&format!(
+            "  {}: {}L w {:.0}M kv {:.1}M c {:.1}M/{:.1}M",
+            if is_cpu { "CPU" } else { &d.name[..4] },
+            d.n_layers,
+            om as f64 / 1048576.0,
+            oc_all.max(oc) as f64 / 1048576.0,
+            ok as f64 / 1048576.0,
+            tk as f64 / 1048576.0,
+        ));
+    }
+    (line, fails)
+}
+
+/// Two workers connected in this process; llama.cpp's `no_alloc` accounting
+/// and the plan, per device, at `-ngl` 0, about half (an odd count, so the
+/// two equal workers never tie on a layer) and all.
+#[test]
+fn plan_per_device_matches_llama_cpp_with_two_workers() {
+    let _gate = one_at_a_time();
+    let workers = [Worker::start(None), Worker::start(None)];
+    let endpoints: Vec<String> = workers.iter().map(|w| w.endpoint.clone()).collect();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut cases: Vec<(String, PathBuf, u32, u32)> = Vec::new();
+    for shape in [Shape::Llama8B, Shape::Gemma3_4B, Shape::Qwen3Moe30BA3B] {
+        for mix in Mix::ALL {
+            let path = dir
+                .path()
+                .join(format!("{}-{}.gguf", shape.name(), mix.name()));
+            synth::write_sparse(&path, shape, mix).expect("sparse synthetic model");
+            let spec = shape.spec();
+            cases.push((
+                format!("{} {}", shape.name(), mix.name()),
+                path,
+                spec.n_ctx_train,
+                spec.n_layer,
+            ));
+        }
+    }
+    let demo = model().to_path_buf();
+    cases.push(("gemma-3-270m Q4_K_M (real)".into(), demo, 32768, 18));
+    let mut report = Vec::new();
+    let mut failures = Vec::new();
+    for (label, path, train, n_layer) in &cases {
+        let profile = headroom::source::load_profile(path).expect("header");
+        let half = (n_layer / 2) | 1;
+        for n_ctx in [512u32, 4096, 32768]
+            .into_iter()
+            .filter(|&c| c <= (*train).max(4096))
+        {
+            for fa in [FlashAttn::Auto, FlashAttn::Off] {
+                for ngl in [0, half, n_layer + 1] {
+                    let s = Settings {
+                        n_ctx: Some(n_ctx),
+                        n_batch: 2048,
+                        n_ubatch: 512,
+                        flash_attn: fa,
+                        n_gpu_layers: Some(ngl),
+                        ..Settings::default()
+                    };
+                    // The workers' free memory as llama.cpp reads it now.
+                    let devices = rpc::connect(&endpoints).expect("workers connect");
+                    let hw = machine_with(&devices);
+                    let plan = solve::plan(
+                        &profile,
+                        &path.display().to_string(),
+                        &s,
+                        &hw,
+                        Build { gpu: true },
+                    );
+                    let p = AccountingParams::from_settings(
+                        path,
+                        &s,
+                        n_ctx,
+                        i32::try_from(ngl).expect("fits"),
+                    )
+                    .expect("params");
+                    let theirs = llama::memory_breakdown(&p).expect("llama.cpp accounts it");
+                    let tag = format!(
+                        "{label} c{n_ctx} fa-{} ngl{ngl}",
+                        if fa == FlashAttn::Auto { "auto" } else { "off" }
+                    );
+                    let (line, fails) = compare(&tag, &plan, &theirs);
+                    report.push(line);
+                    failures.extend(fails);
+                }
+            }
+        }
+    }
+    println!(
+        "plan vs llama.cpp with two RPC workers (per device: layers, weights, KV, compute planned/llama.cpp):\n{}",
+        report.join("\n")
+    );
+    assert!(
+        failures.is_empty(),
+        "{} comparisons out of tolerance:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// A worker nobody listens for: one line naming it, exit 1, within 5 s;
+/// and a non-loopback address without --rpc-trust-network is refused.
+#[test]
+fn an_unreachable_worker_is_one_line_and_exit_1() {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("port")
+        .port();
+    let demo = model();
+    for cmd in ["plan", "run"] {
+        let t = Instant::now();
+        let out = Command::new(bin())
+            .args([cmd, &demo.display().to_string(), "--rpc"])
+            .arg(format!("127.0.0.1:{port}"))
+            .args(if cmd == "run" {
+                vec!["-p", "hi", "-n", "4"]
+            } else {
+                vec![]
+            })
+            .output()
+            .expect("runs");
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "{cmd}: {:?}",
+            t.elapsed()
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{cmd}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{cmd}: {err}");
+        assert!(err.contains(&format!("127.0.0.1:{port}")), "{cmd}: {err}");
+    }
+    let out = Command::new(bin())
+        .args([
+            "plan",
+            &demo.display().to_string(),
+            "--rpc",
+            "192.0.2.1:50052",
+        ])
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--rpc-trust-network"), "{err}");
+}
+
+/// The instruct demo model (Q4_1, which llama.cpp does not repack, so every
+/// device runs the same kernels) split across two workers and the CPU: the
+/// same greedy text as the CPU alone; each worker's peak RSS grows by no
+/// more than the plan's total for it (without the margin).
+#[test]
+fn a_split_run_gives_the_cpu_s_text() {
+    let _gate = one_at_a_time();
+    let m = crate::demo::instruct_model();
+    let args = |extra: &[&str]| {
+        let mut c = Command::new(bin());
+        c.arg("run")
+            .arg(&m)
+            .args([
+                "-p",
+                "What is the capital of France?",
+                "-n",
+                "24",
+                "--temp",
+                "0",
+                "--json",
+            ])
+            .args(extra);
+        c
+    };
+    let cpu = args(&[]).output().expect("runs");
+    assert!(
+        cpu.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cpu.stderr)
+    );
+    let cpu: serde_json::Value = serde_json::from_slice(&cpu.stdout).expect("json");
+    let workers = [Worker::start(None), Worker::start(None)];
+    let idle: Vec<u64> = workers.iter().map(Worker::peak_rss).collect();
+    let list = format!("{},{}", workers[0].endpoint, workers[1].endpoint);
+    let out = args(&["--rpc", &list]).output().expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let split: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(split["text"], cpu["text"], "greedy text across workers");
+    assert!(split["text"].as_str().unwrap_or("").contains("Paris"));
+    let devices = split["planned"]["devices"].as_array().expect("devices");
+    assert_eq!(devices.len(), 3, "CPU and two workers: {devices:?}");
+    let mut lines = Vec::new();
+    for (w, idle) in workers.iter().zip(&idle) {
+        let d = devices
+            .iter()
+            .find(|d| d["name"].as_str().is_some_and(|n| n.contains(&w.endpoint)))
+            .expect("a row per worker");
+        assert!(d["n_layers"].as_u64().unwrap_or(0) > 0, "{d}");
+        let planned =
+            d["total_bytes"].as_u64().expect("total") - d["margin_bytes"].as_u64().expect("margin");
+        let growth = w.peak_rss().saturating_sub(*idle);
+        lines.push(format!(
+            "{}: planned {:.1} MiB, peak RSS grew {:.1} MiB",
+            w.endpoint,
+            planned as f64 / 1048576.0,
+            growth as f64 / 1048576.0
+        ));
+        assert!(growth <= planned, "{}", lines.join("; "));
+    }
+    println!("{}", lines.join("\n"));
+}
+
+/// A worker killed mid-generation: one line naming the workers, a non-zero
+/// exit within 10 s (llama.cpp aborts inside its RPC client; headroom's
+/// abort handler turns that into the line and exit 1).
+#[test]
+fn a_worker_lost_mid_generation_is_one_line_and_a_non_zero_exit() {
+    let _gate = one_at_a_time();
+    let m = crate::demo::instruct_model();
+    let mut workers = [Worker::start(None), Worker::start(None)];
+    let list = format!("{},{}", workers[0].endpoint, workers[1].endpoint);
+    let mut child = Command::new(bin())
+        .arg("run")
+        .arg(m)
+        .args(["--rpc", &list])
+        .args(crate::support::ENDLESS_GREEDY)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("runs");
+    // Wait for the first generated bytes: the load is done, decoding runs.
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut first = [0u8; 1];
+    std::io::Read::read_exact(&mut stdout, &mut first).expect("generation starts");
+    workers[1].kill();
+    let t = Instant::now();
+    let status = crate::support::wait_within(
+        &mut child,
+        Duration::from_secs(10),
+        "run after its worker died",
+    );
+    assert!(t.elapsed() < Duration::from_secs(10));
+    assert!(!status.success(), "{status}");
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut err)
+        .expect("stderr");
+    let lines: Vec<&str> = err.lines().filter(|l| !l.contains(": warning: ")).collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].contains(&workers[1].endpoint), "{err}");
+    drop(stdout);
+}
+
+/// A worker under `prlimit --as` with the same budget given (`--rpc-mem`):
+/// the over-specified plan is refused (exit 3) before any weight is sent,
+/// the nearest plan it names (headroom's own layer count) loads and runs.
+#[test]
+fn a_capped_worker_refuses_the_over_specified_plan_and_runs_the_nearest() {
+    let _gate = one_at_a_time();
+    let m = crate::demo::instruct_model();
+    let cap: u64 = 400 << 20;
+    let workers = [Worker::start(Some(cap)), Worker::start(None)];
+    let idle = workers[0].peak_rss();
+    let list = format!("{},{}", workers[0].endpoint, workers[1].endpoint);
+    let budgets = "100MiB,1GiB";
+    let base = |extra: &[&str]| {
+        let mut c = Command::new(bin());
+        c.arg("run")
+            .arg(m)
+            .args(["--rpc", &list, "--rpc-mem", budgets])
+            .args([
+                "-p",
+                "What is the capital of France?",
+                "-n",
+                "16",
+                "--temp",
+                "0",
+            ])
+            .args(extra);
+        c.output().expect("runs")
+    };
+    let out = base(&["-ngl", "31"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&workers[0].endpoint) && err.contains("nearest plan"),
+        "{err}"
+    );
+    assert_eq!(
+        workers[0].peak_rss(),
+        idle,
+        "the capped worker received nothing"
+    );
+    let out = base(&[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Paris"));
+}
