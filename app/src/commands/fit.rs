@@ -292,7 +292,7 @@ fn ranking_text(rows: &[Row], cat: &Catalog, hw: &HardwareSnapshot) -> String {
     if rows.iter().any(|r| r.estimated) {
         let _ = writeln!(
             s,
-            "~ estimated: derived from a sibling model's or a generic architecture, or a size not listed"
+            "~ the architecture of the sibling its card names (arch_like), or a size not listed"
         );
     }
     if rows.iter().any(|r| !r.arch_verified) {
