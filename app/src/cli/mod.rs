@@ -125,14 +125,6 @@ pub struct MachineArgs {
     /// Allow --rpc workers that are not on this machine. llama.cpp's RPC protocol has no authentication or encryption: anyone who can reach a worker can make it allocate memory and run graphs, and read what it computes.
     #[arg(long = "rpc-trust-network", global = true, requires = "rpc")]
     pub rpc_trust_network: bool,
-    /// Network bandwidth to the RPC workers, for the speed estimate (default 1 Gbit/s, i.e. 125MB/s; per token the hidden state crosses each boundary between devices).
-    #[arg(
-        long = "rpc-bandwidth",
-        global = true,
-        value_name = "BYTES/S",
-        requires = "rpc"
-    )]
-    pub rpc_bandwidth: Option<String>,
 }
 
 impl MachineArgs {
@@ -202,22 +194,6 @@ impl MachineArgs {
             }
         };
         Ok(Some((endpoints, budgets)))
-    }
-
-    /// `--rpc-bandwidth` in bytes/s: a size ("125MB", "1GB") read per second.
-    ///
-    /// # Errors
-    /// A size that does not parse, or 0.
-    pub fn rpc_bandwidth(&self) -> Result<Option<f64>> {
-        let Some(b) = self.rpc_bandwidth.as_deref() else {
-            return Ok(None);
-        };
-        let bytes = hw::parse_size(b.trim_end_matches("/s")).context("--rpc-bandwidth")?;
-        if bytes == 0 {
-            bail!("--rpc-bandwidth: 0 bytes/s");
-        }
-        #[allow(clippy::cast_precision_loss)]
-        Ok(Some(bytes as f64))
     }
 
     /// Validate into planner overrides.
