@@ -268,15 +268,15 @@ pub fn connect(endpoints: &[String]) -> Result<Vec<Device>, RpcError> {
 }
 
 fn add_server(endpoint: &str) -> Result<Vec<Dev>, RpcError> {
-    let name = CString::new("RPC").expect("no NUL");
     // SAFETY: plain registry lookups; null is checked.
-    let reg = unsafe { sys::ggml_backend_reg_by_name(name.as_ptr()) };
+    let reg = unsafe { sys::ggml_backend_reg_by_name(c"RPC".as_ptr()) };
     if reg.is_null() {
         return Err(RpcError::NoBackend);
     }
-    let proc_name = CString::new("ggml_backend_rpc_add_server").expect("no NUL");
     // SAFETY: as above.
-    let f = unsafe { sys::ggml_backend_reg_get_proc_address(reg, proc_name.as_ptr()) };
+    let f = unsafe {
+        sys::ggml_backend_reg_get_proc_address(reg, c"ggml_backend_rpc_add_server".as_ptr())
+    };
     if f.is_null() {
         return Err(RpcError::NoBackend);
     }
