@@ -77,15 +77,28 @@ fn machine(hw: &HardwareSnapshot, build: Build) -> Machine {
     // RPC workers first, as llama.cpp lists them; then the local GPUs.
     let (rpc, local): (Vec<&crate::hw::GpuInfo>, Vec<&crate::hw::GpuInfo>) =
         hw.gpus.iter().partition(|g| g.vendor == GpuVendor::Rpc);
-    for g in rpc {
+    let mut add = |g: &crate::hw::GpuInfo, kind| {
         gpus.push(GpuSpec {
             name: g.name.clone(),
-            kind: DeviceKind::Rpc,
-            budget_bytes: g.budget_bytes.map_or(g.free_bytes, |b| b.min(g.free_bytes)),
+            kind,
+            budget_bytes: g.plan_budget_bytes(),
             split_bytes: g.free_bytes,
         });
         let (bandwidth, source) = g.planned_bandwidth();
         sources.push((bandwidth, source, g.fp16_flops_per_s));
+    };
+    for g in rpc {
+        add(g, DeviceKind::Rpc);
+    }
+    if hw.unified.is_none() {
+        for g in &local {
+            let kind = if g.vendor == GpuVendor::Apple {
+                DeviceKind::Unified
+            } else {
+                DeviceKind::Gpu
+            };
+            add(g, kind);
+        }
     }
     if let Some(u) = &hw.unified {
         let g = local.first().copied();
@@ -100,21 +113,6 @@ fn machine(hw: &HardwareSnapshot, build: Build) -> Machine {
             .and_then(|g| g.bandwidth_bytes_per_s.map(|b| (b, g.bandwidth_source)))
             .unwrap_or((ram.bandwidth_bytes_per_s, BandwidthSource::Assumed));
         sources.push((bandwidth, source, g.and_then(|g| g.fp16_flops_per_s)));
-    } else {
-        for g in local {
-            gpus.push(GpuSpec {
-                name: g.name.clone(),
-                kind: if g.vendor == GpuVendor::Apple {
-                    DeviceKind::Unified
-                } else {
-                    DeviceKind::Gpu
-                },
-                budget_bytes: g.budget_bytes.map_or(g.free_bytes, |b| b.min(g.free_bytes)),
-                split_bytes: g.free_bytes,
-            });
-            let (bandwidth, source) = g.planned_bandwidth();
-            sources.push((bandwidth, source, g.fp16_flops_per_s));
-        }
     }
     let thr = sources
         .iter()
@@ -240,6 +238,7 @@ fn speed_basis(hw: &HardwareSnapshot, e: &Estimate, m: &Machine) -> SpeedBasis {
             .zip(bytes.iter().skip(1))
             .map(|((d, &(bandwidth, source, fp16)), &b)| GpuBasis {
                 name: d.name.clone(),
+                kind: d.kind,
                 bandwidth_bytes_per_s: bandwidth,
                 source,
                 fp16_flops_per_s: fp16,

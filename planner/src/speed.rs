@@ -222,6 +222,8 @@ impl RamBandwidthSource {
 pub struct GpuBasis {
     /// The device's name, as in the plan's `devices`.
     pub name: String,
+    /// Its kind, as in the plan's `devices` (`gpu`, `unified`, `rpc`).
+    pub kind: crate::plan::DeviceKind,
     /// Peak bandwidth the estimate starts from (before
     /// [`GPU_BANDWIDTH_EFFICIENCY`]), bytes/s.
     pub bandwidth_bytes_per_s: f64,

@@ -3,6 +3,7 @@
 //! assumed figure says how to replace it.
 
 use headroom_planner::hw::BandwidthSource;
+use headroom_planner::plan::DeviceKind;
 use headroom_planner::speed::{GpuBasis, RamBandwidthSource, RamBasis, SpeedBasis};
 
 /// What to do about a GPU bandwidth nobody stated.
@@ -23,7 +24,7 @@ fn gpu_source(g: &GpuBasis) -> String {
         BandwidthSource::LookedUp => "looked up by name".into(),
         // An RPC worker's memory is not known here: this machine's RAM
         // bandwidth stands in (`hw::add_rpc_devices`).
-        BandwidthSource::Assumed if g.name.starts_with("RPC") => {
+        BandwidthSource::Assumed if g.kind == DeviceKind::Rpc => {
             "assumed: this machine's RAM bandwidth".into()
         }
         BandwidthSource::Assumed => format!("assumed: {NAME_THE_CARD}"),
@@ -110,6 +111,7 @@ mod tests {
             },
             gpus: vec![GpuBasis {
                 name: "GPU0".into(),
+                kind: DeviceKind::Gpu,
                 bandwidth_bytes_per_s: 360e9,
                 source,
                 fp16_flops_per_s: None,

@@ -250,6 +250,14 @@ impl BandwidthSource {
 }
 
 impl GpuInfo {
+    /// Memory a plan may use here: the free memory, or less when the user
+    /// set a budget (`--rpc-mem`).
+    #[must_use]
+    pub fn plan_budget_bytes(&self) -> u64 {
+        self.budget_bytes
+            .map_or(self.free_bytes, |b| b.min(self.free_bytes))
+    }
+
     /// The bandwidth a plan uses and where it came from: the GPU's own
     /// figure, else [`DEFAULT_GPU_BANDWIDTH_BYTES_PER_S`], assumed.
     #[must_use]
