@@ -7,6 +7,8 @@
 //! Run with `cargo test --release -p headroom --test cli` (the release
 //! profile shares llama.cpp's build with the other tests).
 
+#[path = "support/accounting_cases.rs"]
+mod accounting_cases;
 #[path = "cli/accounting_quant.rs"]
 mod accounting_quant;
 #[path = "cli/accounting_smoke.rs"]

@@ -11,6 +11,10 @@
 //! Run with `cargo test --release -p headroom --test run` (`-- --nocapture`
 //! prints the memory table).
 
+#[path = "support/accounting_cases.rs"]
+mod accounting_cases;
+#[path = "../benches/common/mod.rs"]
+mod bench_common;
 #[path = "run/calibration.rs"]
 mod calibration;
 #[path = "support/checks.rs"]

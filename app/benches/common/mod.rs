@@ -38,7 +38,8 @@ pub fn load_average() -> Option<f64> {
 
 /// llama.cpp's programs as `scripts/llama-tools.sh` builds them (or finds
 /// them built): the paths it prints, in its order (llama-bench,
-/// llama-completion, llama-server).
+/// llama-completion, llama-server, ggml-rpc-server). The `--rpc` tests use
+/// it too.
 pub fn llama_tools() -> Result<Vec<PathBuf>> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/llama-tools.sh");
     let out = Command::new("bash")

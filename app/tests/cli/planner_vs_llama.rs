@@ -18,14 +18,15 @@
 //! llama.cpp figures by the planner's unit tests
 //! (`planner/src/memory/tests_zoo.rs`), without a load each.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use headroom::llama::{self, AccountingParams};
 use headroom_planner::hw::{self, Overrides, ProbeOptions};
 use headroom_planner::plan::{BufferUse, FlashAttn, Plan, Settings};
 use headroom_planner::solve::{self, Build};
 use headroom_planner::synth::zoo::{self, Model};
-use headroom_planner::synth::{self, Mix, Shape};
+
+use crate::accounting_cases::contexts;
 
 const GIB: u64 = 1 << 30;
 
@@ -161,39 +162,19 @@ fn signed(a: u64, b: u64) -> f64 {
     }
 }
 
-fn contexts(n_ctx_train: u32) -> Vec<u32> {
-    [512, 4096, 32768]
-        .into_iter()
-        .filter(|&c| c <= n_ctx_train.max(4096))
-        .collect()
-}
-
 #[test]
 fn planner_matches_llama_cpp_no_alloc_accounting() {
     let hw = cpu_machine();
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut cases: Vec<(String, PathBuf, u32)> = Vec::new();
-    for shape in [Shape::Llama8B, Shape::Gemma3_4B, Shape::Qwen3Moe30BA3B] {
-        for mix in Mix::ALL {
-            let path = dir
-                .path()
-                .join(format!("{}-{}.gguf", shape.name(), mix.name()));
-            synth::write_sparse(&path, shape, mix).expect("sparse synthetic model");
-            cases.push((
-                format!("{} {}", shape.name(), mix.name()),
-                path,
-                shape.spec().n_ctx_train,
-            ));
-        }
-    }
     let demo =
         headroom::source::demo::demo_model().expect("the test model is fetched by scripts/test.sh");
-    cases.push(("gemma-3-270m Q4_K_M (real)".into(), demo, 32768));
+    let cases = crate::accounting_cases::cases(dir.path(), demo);
 
     let mut report = Vec::new();
     let mut failures = Vec::new();
-    for (label, path, train) in &cases {
-        for n_ctx in contexts(*train) {
+    for case in &cases {
+        let (label, path) = (&case.label, &case.path);
+        for n_ctx in contexts(case.n_ctx_train) {
             for fa in [FlashAttn::Auto, FlashAttn::Off] {
                 let s = settings(n_ctx, fa);
                 let tag = format!(

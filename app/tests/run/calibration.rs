@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use headroom_planner::hw::format_size;
 use serde_json::Value;
 
+use crate::bench_common::load_average;
 use crate::support::{Sandbox, f64_at, one_at_a_time, str_at, u64_at};
 
 /// The options both commands get: a pinned budget and no GPU, so that plan
@@ -102,16 +103,6 @@ fn timed_run(sb: &Sandbox, model: &str, extra: &[&str]) -> Value {
     ];
     args.extend(extra);
     sb.run(&args).ok("run").json("run --json")
-}
-
-/// The 1-minute load average, where Linux has one.
-fn load_average() -> Option<f64> {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
 }
 
 /// Waits up to three minutes for the machine to be quiet (load under 1.5),
