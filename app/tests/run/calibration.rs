@@ -89,6 +89,11 @@ for a curious child who asks why the back of it is warm.";
 /// `run MODEL --json` generating 32 tokens greedily at the planner's thread
 /// count (the default: the physical cores).
 fn timed_run(sb: &Sandbox, model: &str, extra: &[&str]) -> Value {
+    sb.run(run_args(model, extra)).ok("run").json("run --json")
+}
+
+/// The arguments of [`timed_run`].
+fn run_args<'a>(model: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec![
         "run",
         model,
@@ -102,7 +107,24 @@ fn timed_run(sb: &Sandbox, model: &str, extra: &[&str]) -> Value {
         "0",
     ];
     args.extend(extra);
-    sb.run(&args).ok("run").json("run --json")
+    args
+}
+
+/// A cache folder as a new machine has it: the demo models (linked from
+/// headroom's cache) and no RAM bandwidth figure, so the run measures this
+/// machine's bandwidth now rather than reading one another run cached (the
+/// figure the cache keeps is the best quiet one, and a shared VM's
+/// neighbours change: the CI machine decoded 17% slower than the one that
+/// cached it, which put the estimate 27% over).
+fn fresh_cache(sb: &Sandbox) -> std::path::PathBuf {
+    let cache = sb.path().join("cache");
+    std::fs::create_dir_all(&cache).expect("a cache folder");
+    std::os::unix::fs::symlink(
+        crate::support::headroom_cache().join("models"),
+        cache.join("models"),
+    )
+    .expect("link the models");
+    cache
 }
 
 /// Waits up to three minutes for the machine to be quiet (load under 1.5),
@@ -153,8 +175,11 @@ fn undisturbed_run(model: &str) -> Option<Value> {
             return None;
         }
         let sb = Sandbox::new();
+        let cache = fresh_cache(&sb);
         let (t0, c0) = (Instant::now(), cpu_seconds());
-        let r = timed_run(&sb, model, &[]);
+        let mut cmd = sb.cmd(run_args(model, &[]));
+        cmd.env("HEADROOM_CACHE_DIR", &cache);
+        let r = crate::support::output_of(cmd).ok("run").json("run --json");
         let others = match (c0, cpu_seconds()) {
             (Some((a0, m0)), Some((a1, m1))) => {
                 ((a1 - a0) - (m1 - m0)).max(0.0) / t0.elapsed().as_secs_f64()
@@ -177,28 +202,45 @@ fn undisturbed_run(model: &str) -> Option<Value> {
 mod soak {
     use super::*;
 
+    /// First runs per model: each on a new machine's cache, so each measures
+    /// the RAM bandwidth itself. Their median ratio is the figure compared:
+    /// on the shared 2-core VM one run's decode speed moves ±10% with its
+    /// neighbours, and so does one bandwidth measurement.
+    const RUNS: usize = 3;
+
     #[test]
     fn without_history_the_decode_estimate_is_within_a_quarter_of_the_measured_speed() {
         let _gate = one_at_a_time();
         for model in ["demo", "demo-base"] {
-            let r = undisturbed_run(model).unwrap_or_else(|| {
-                panic!("{model}: no run without other work on the machine, so no speed to compare")
-            });
-            let source = str_at(&r, "/planned/speed_basis/ram/source");
-            assert_ne!(
-                source, "calibrated",
-                "a fresh data directory has no history"
-            );
-            let est = f64_at(&r, "/planned/decode_tokens_per_s");
-            let measured = f64_at(&r, "/decode_tokens_per_s");
-            eprintln!(
-                "{model}: decode estimated {est:.1} tok/s, measured {measured:.1} ({:+.0}%), load {:.2}",
-                (est / measured - 1.0) * 100.0,
-                load_average().unwrap_or(0.0)
-            );
+            let mut ratios = Vec::with_capacity(RUNS);
+            for _ in 0..RUNS {
+                let r = undisturbed_run(model).unwrap_or_else(|| {
+                    panic!(
+                        "{model}: no run without other work on the machine, so no speed to compare"
+                    )
+                });
+                let source = str_at(&r, "/planned/speed_basis/ram/source");
+                assert_eq!(
+                    source, "measured",
+                    "a fresh data directory has no history, a fresh cache no figure"
+                );
+                let est = f64_at(&r, "/planned/decode_tokens_per_s");
+                let measured = f64_at(&r, "/decode_tokens_per_s");
+                assert!(est > 0.0 && measured > 0.0, "{r:#}");
+                eprintln!(
+                    "{model}: decode estimated {est:.1} tok/s (RAM {:.1} GB/s measured now), measured {measured:.1} ({:+.0}%), load {:.2}",
+                    f64_at(&r, "/planned/speed_basis/ram/bandwidth_bytes_per_s") / 1e9,
+                    (est / measured - 1.0) * 100.0,
+                    load_average().unwrap_or(0.0)
+                );
+                ratios.push(est / measured);
+            }
+            ratios.sort_by(f64::total_cmp);
+            let median = ratios[RUNS / 2];
             assert!(
-                (est - measured).abs() <= 0.25 * measured,
-                "{model}: estimated {est} tok/s, measured {measured}"
+                (median - 1.0).abs() <= 0.25,
+                "{model}: the median estimate is {:+.0}% of the measured speed (ratios {ratios:.2?})",
+                (median - 1.0) * 100.0
             );
         }
     }

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tempfile::TempDir;
 
-use crate::support::{MIB, bin, one_at_a_time};
+use crate::support::{MIB, bin, headroom_cache, one_at_a_time};
 
 /// The pinned client.
 const OPENAI: &str = "openai==3.57.0";
@@ -34,13 +34,7 @@ fn instruct() -> &'static Path {
 fn python() -> &'static Path {
     static PY: OnceLock<PathBuf> = OnceLock::new();
     PY.get_or_init(|| {
-        let cache = std::env::var_os("HEADROOM_CACHE_DIR").map_or_else(
-            || {
-                PathBuf::from(std::env::var_os("HOME").expect("HOME is set"))
-                    .join(".cache/headroom")
-            },
-            PathBuf::from,
-        );
+        let cache = headroom_cache();
         std::fs::create_dir_all(&cache).expect("the cache folder");
         let venv = cache.join(format!(
             "openai-venv-{}",

@@ -111,6 +111,15 @@ impl Output {
     }
 }
 
+/// headroom's cache folder as the binary finds it: `$HEADROOM_CACHE_DIR`,
+/// else `~/.cache/headroom` (the demo models, the tools the tests build).
+pub fn headroom_cache() -> PathBuf {
+    std::env::var_os("HEADROOM_CACHE_DIR").map_or_else(
+        || PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(".cache/headroom"),
+        PathBuf::from,
+    )
+}
+
 /// A private `HEADROOM_DATA_DIR` and commands that use it.
 pub struct Sandbox {
     dir: TempDir,

@@ -299,7 +299,7 @@ pub struct UnifiedMemory {
 pub struct ProbeOptions {
     /// Measure RAM bandwidth (about 0.1–0.3 s) when no cached value exists.
     pub measure_bandwidth: bool,
-    /// Folder for `ram-bandwidth-v2.json`, the measurement cache; `None` = no
+    /// Folder for `ram-bandwidth-v3.json`, the measurement cache; `None` = no
     /// cache (neither read nor written).
     pub cache_dir: Option<PathBuf>,
 }
