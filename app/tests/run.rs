@@ -35,6 +35,8 @@ mod output;
 mod refuse;
 #[path = "run/rpc.rs"]
 mod rpc;
+#[path = "support/rpc_worker.rs"]
+mod rpc_worker;
 #[path = "run/run_load.rs"]
 mod run_load;
 #[path = "run/serve.rs"]

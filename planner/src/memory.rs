@@ -435,7 +435,13 @@ pub struct Estimate {
 struct Compute {
     /// Graph inputs plus the residual-stream tensors live throughout.
     inputs: u64,
+    /// One f32 row of the residual stream per token: `n_embd × n_tokens × 4`.
     et4: u64,
+    /// What every device running layers is sent besides the residual: the
+    /// attention masks and the V cache's indices (part of `inputs`).
+    sent: u64,
+    /// The largest layer stage on a GPU or RPC device, beyond `inputs`.
+    device_stage: u64,
     /// Largest per-layer intermediate (attention or FFN stage) beyond `inputs`.
     layer_peak: u64,
     /// Logits of the reserved outputs.
@@ -456,11 +462,16 @@ fn compute_parts(p: &ModelProfile, ctx: &Context) -> Compute {
         masks += f(ctx.swa_cells(swa.window)) * t * mask_elem;
     }
     let max_kv = f(u64::from(p.n_head_kv.iter().copied().max().unwrap_or(0)));
-    let v_idxs = if ctx.flash_attn {
-        t * 8.0
-    } else {
-        t * f(u64::from(p.head_dim_v)) * max_kv * 8.0
-    };
+    // The V cache's row indices; without flash attention V is stored
+    // transposed and indexed per element. A sliding-window model has two
+    // caches, each with its own indices.
+    let caches = if p.swa.is_some() { 2.0 } else { 1.0 };
+    let v_idxs = caches
+        * if ctx.flash_attn {
+            t * 8.0
+        } else {
+            t * f(u64::from(p.head_dim_v)) * max_kv * 8.0
+        };
     let inputs = 2.0 * et4 + masks + v_idxs + t * 36.0;
 
     let n_head = f(u64::from(p.n_head.iter().copied().max().unwrap_or(0)));
@@ -498,10 +509,25 @@ fn compute_parts(p: &ModelProfile, ctx: &Context) -> Compute {
         }
         None => 0.0,
     };
+    // Expert routing keeps three more residual rows live than the dense
+    // stage (measured: 12 MiB under at 512 tokens of Qwen3-30B-A3B, the
+    // same at every context). On a device that is sent its residual the
+    // dense and attention stages need three rows fewer, the expert stage
+    // one more (RPC workers against llama.cpp, `app/tests/run/rpc.rs`).
+    let moe_ff = if moe_ff > 0.0 {
+        moe_ff + 3.0 * et4
+    } else {
+        0.0
+    };
     Compute {
         inputs: inputs as u64,
         et4: et4 as u64,
+        sent: (masks + v_idxs) as u64,
         layer_peak: attn.max(dense_ff).max(moe_ff) as u64,
+        device_stage: (attn - 3.0 * et4)
+            .max(dense_ff - 3.0 * et4)
+            .max(if moe_ff > 0.0 { moe_ff + et4 } else { 0.0 })
+            .max(0.0) as u64,
         logits: (f(p.n_vocab) * f(u64::from(ctx.n_outputs)) * 4.0) as u64,
     }
 }
@@ -543,19 +569,40 @@ struct Layout {
     layers_gpu: Vec<u32>,
     /// Repeating layers left on the CPU.
     cpu_layers: u32,
+    /// llama.cpp's pipeline parallelism is on (see [`SCHED_COPIES`]).
+    pipeline: bool,
 }
+
+/// Copies of every split's inputs and of the graph inputs that llama.cpp's
+/// scheduler keeps with pipeline parallelism (`GGML_SCHED_MAX_COPIES`), so
+/// that consecutive ubatches overlap across devices. `llama-context.cpp`
+/// turns it on with more than one device, every layer and the output
+/// offloaded, no tensor overrides (`--n-cpu-moe`), and devices that compute
+/// asynchronously with events: CUDA and ROCm GPUs and RPC workers do
+/// (`ggml-rpc.cpp` `get_props`); for the others (Metal, Vulkan) it is
+/// assumed off, as for a unified-memory GPU.
+const SCHED_COPIES: u64 = 4;
 
 impl Layout {
     fn new(p: &ModelProfile, placement: &Placement, m: &MachineSpec) -> Self {
         let n_gpu = m.gpus.len();
         let layers_gpu = placement.layers_per_gpu(p.n_layer);
         let cpu_layers = p.n_layer - layers_gpu.iter().sum::<u32>();
+        let out_dev = placement.device_of(p.n_layer, p.n_layer);
+        let pipeline = n_gpu > 1
+            && placement.n_gpu_layers > p.n_layer
+            && out_dev.is_some()
+            && placement.n_cpu_moe == 0
+            && m.gpus
+                .iter()
+                .all(|g| matches!(g.kind, DeviceKind::Gpu | DeviceKind::Rpc));
         Self {
             n_gpu,
             uses_gpu: n_gpu > 0 && placement.n_gpu_layers > 0,
-            out_dev: placement.device_of(p.n_layer, p.n_layer),
+            out_dev,
             layers_gpu,
             cpu_layers,
+            pipeline,
         }
     }
 }
@@ -768,38 +815,69 @@ struct Buffers {
     compute: ComputeBuffers,
 }
 
-/// Compute buffers per device (`sched_reserve`): every device that runs a
-/// stage holds the graph inputs and its largest stage; the output stage (last
-/// layer's residual tensors and the logits) lands on the output layer's
-/// device. A CPU without layers still holds the inputs when a GPU is used.
+/// Compute buffers per device (`sched_reserve`). The CPU, with layers,
+/// holds the graph inputs and its largest stage, and the output stage when
+/// the output layer stays there; without layers, the inputs and the two
+/// token-embedding lookups it still runs. A GPU or RPC device holds its
+/// largest layer stage (the split-input copies take the place of the
+/// residual rows the CPU keeps) or, on the output layer's device, the logits
+/// and one residual row, whichever is larger; the first device, when the
+/// CPU runs no layer, also keeps the embedding rows and the masks it was
+/// sent. With pipeline parallelism the CPU keeps [`SCHED_COPIES`] copies of
+/// the inputs, and every device copies of what it is sent. Checked per
+/// device against llama.cpp with two RPC workers (`app/tests/run/rpc.rs`).
 fn compute_buffers(p: &ModelProfile, ctx: &Context, lay: &Layout) -> ComputeBuffers {
     let c = compute_parts(p, ctx);
     let uses_gpu = lay.uses_gpu;
     let out_dev = lay.out_dev;
     // The output stage: the last layer's residual tensors and the logits.
     let output_stage = sum([product([3, c.et4]), c.logits]);
+    let copies = if lay.pipeline { SCHED_COPIES } else { 1 };
     let cpu = if uses_gpu {
-        let mut b = c.inputs;
         if lay.cpu_layers > 0 {
-            b = sum([b, c.layer_peak]);
+            let mut b = sum([c.inputs, c.layer_peak]);
+            if out_dev.is_none() {
+                b = sum([b, output_stage]);
+            }
+            b
+        } else if out_dev.is_none() {
+            sum([c.inputs, output_stage])
+        } else {
+            sum([product([copies, c.inputs]), product([2, c.et4])])
         }
-        if out_dev.is_none() {
-            b = sum([b, output_stage]);
-        }
-        b
     } else {
         sum([c.inputs, c.layer_peak.max(output_stage)])
     };
+    // The device the CPU's embedding rows go to, when the CPU runs no layer.
+    let first = (lay.cpu_layers == 0)
+        .then(|| {
+            (0..lay.n_gpu)
+                .find(|&g| lay.layers_gpu.get(g).copied().unwrap_or(0) > 0)
+                .or(out_dev)
+        })
+        .flatten();
     let gpu = (0..lay.n_gpu)
         .map(|g| {
-            if lay.layers_gpu.get(g).copied().unwrap_or(0) == 0 && out_dev != Some(g) {
+            let layers = lay.layers_gpu.get(g).copied().unwrap_or(0);
+            if layers == 0 && out_dev != Some(g) {
                 return 0;
             }
-            let b = sum([c.inputs, c.layer_peak]);
-            if out_dev == Some(g) {
-                b.max(sum([c.inputs, output_stage]))
+            let stage = if layers > 0 {
+                sum([c.inputs, c.device_stage])
             } else {
-                b
+                0
+            };
+            let out = if out_dev == Some(g) {
+                sum([c.logits, c.et4])
+            } else {
+                0
+            };
+            let b = stage.max(out);
+            match (lay.pipeline, first == Some(g)) {
+                (false, false) => b,
+                (false, true) => sum([b, product([3, c.et4]), c.sent]),
+                (true, true) => sum([b, product([3, c.sent]), product([14, c.et4])]),
+                (true, false) => sum([b, product([4, c.sent]), product([8, c.et4])]),
             }
         })
         .collect();

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use headroom_planner::hw::format_size;
 
-use crate::cli::LlamaAccountingArgs;
+use crate::cli::{LlamaAccountingArgs, MachineArgs};
 use crate::llama::{self, AccountingParams};
 use crate::source::resolve_models;
 
@@ -16,7 +16,7 @@ use crate::source::resolve_models;
 ///
 /// # Errors
 /// A model llama.cpp refuses, or bad options.
-pub fn run(args: &LlamaAccountingArgs) -> Result<ExitCode> {
+pub fn run(args: &LlamaAccountingArgs, machine: &MachineArgs) -> Result<ExitCode> {
     let settings = args
         .ctx
         .settings()
@@ -29,6 +29,10 @@ pub fn run(args: &LlamaAccountingArgs) -> Result<ExitCode> {
     let ngl = settings
         .n_gpu_layers
         .map_or(0, |n| i32::try_from(n).unwrap_or(i32::MAX));
+    // Workers given with --rpc are devices of this load, as in `run`.
+    if let Some((endpoints, _)) = machine.rpc_workers()? {
+        llama::rpc::connect(&endpoints)?;
+    }
     let params = AccountingParams::from_settings(&path, &settings, n_ctx, ngl)?;
     let rows = llama::memory_breakdown(&params)?;
     let mut out = std::io::stdout().lock();

@@ -36,7 +36,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Serve(args) => serve::run(&args, &cli.machine, cli.verbose),
         Command::Fit(args) => fit::run(&args, &cli.machine),
         Command::Hw(args) => hw::run(&args, &cli.machine),
-        Command::LlamaAccounting(args) => accounting::run(&args),
+        Command::LlamaAccounting(args) => accounting::run(&args, &cli.machine),
         Command::Pull(args) => pull::run(&args, &cli.machine),
         Command::List(args) => list::run(&args, &cli.machine),
         Command::Catalog(args) => catalog::run(&args),

@@ -644,12 +644,19 @@ fn compute_buffers_sit_where_stages_run() {
         assert!(c.cpu > 0, "{what}: the CPU always holds the graph inputs");
         assert!(c.cpu_touched <= c.cpu, "{what}: touched within allocated");
     }
-    // Moving every layer off the CPU shrinks its compute buffer to the inputs.
-    let cpu_of = |ngl| {
-        let pl = on_gpus(ngl, &[1.0, 1.0], 0);
+    // Moving every layer off the CPU leaves it the inputs and the two
+    // embedding lookups; across two GPUs that turns on pipeline parallelism,
+    // and the scheduler keeps four copies of the inputs.
+    let cpu_of = |ngl, split: &[f64]| {
+        let pl = on_gpus(ngl, split, 0);
         compute_buffers(&p, &ctx_off, &Layout::new(&p, &pl, &two())).cpu
     };
-    assert!(cpu_of(3) < cpu_of(0));
+    let parts = compute_parts(&p, &ctx_off);
+    assert_eq!(
+        cpu_of(3, &[1.0, 1.0]),
+        SCHED_COPIES * parts.inputs + 2 * parts.et4
+    );
+    assert!(cpu_of(3, &[1.0, 1.0]) > cpu_of(2, &[1.0, 1.0]));
 }
 
 // ---------------------------------------------------------------------------
