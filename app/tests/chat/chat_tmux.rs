@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::rpc_worker::Worker;
 use tmux::{Tmux, launch};
 
 /// One chat at a time: two models decoding at once on a small machine would
@@ -544,4 +545,58 @@ fn a_gguf_whose_template_never_ends_is_refused() {
     );
     let error = &printed[printed.find("headroom: error:").unwrap_or(0)..];
     assert!(squeezed(error).contains(&squeezed(refusal)), "{s}");
+}
+
+/// A worker lost while the reply streams (`--rpc`, one of two workers
+/// killed): llama.cpp aborts inside its RPC client, and the chat ends within
+/// 10 s with one error line naming the workers, exit status 1, and the
+/// terminal given back to the shell.
+#[test]
+fn a_worker_lost_mid_reply_ends_the_chat_with_one_line_and_the_terminal_restored() {
+    let Setup {
+        _serial,
+        dir,
+        log,
+        tmux,
+        ..
+    } = Setup::new("rpc");
+    let model = crate::demo::instruct_model();
+    let mut workers = [Worker::start(None), Worker::start(None)];
+    let list = format!("{},{}", workers[0].endpoint, workers[1].endpoint);
+    launch(
+        &tmux,
+        dir.path(),
+        &model.display().to_string(),
+        &format!("-c 1024 --ignore-eos --rpc {list}"),
+        &log,
+    );
+    tmux.type_text("Tell me a long story about the sea.");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("a streamed reply", 60, &log, |s| s.contains("tok/s ▸"));
+    workers[1].kill();
+    let t0 = Instant::now();
+    tmux.wait_for("the chat to exit", 10, &log, |s| {
+        s.lines().any(|l| l.starts_with("EXIT="))
+    });
+    let took = t0.elapsed();
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    let s = assert_restored(&tmux, &log, "1");
+    // The error line, as the terminal wrapped it (80 columns), up to EXIT=.
+    let lines: Vec<&str> = s.lines().collect();
+    let errors: Vec<usize> = (0..lines.len())
+        .filter(|&i| lines[i].starts_with("headroom: error:"))
+        .collect();
+    let [at] = errors.as_slice() else {
+        panic!("one error line:\n{s}")
+    };
+    let line: String = lines[*at..]
+        .iter()
+        .take_while(|l| !l.starts_with("EXIT="))
+        .copied()
+        .collect();
+    assert!(
+        line.contains(&workers[1].endpoint) && line.contains("RPC"),
+        "the line names the workers: {line}"
+    );
+    println!("worker killed → chat exited in {took:?}: {line}");
 }
