@@ -101,7 +101,8 @@ impl Context {
         let total = u32::try_from(total).unwrap_or(u32::MAX);
         let n_ctx_seq = u32::try_from(n_ctx_seq).unwrap_or(u32::MAX);
         // The reserve graph: T = min(n_ctx, n_ubatch), rounded up to a multiple of n_seq
-        // (`sched_reserve`, `graph_reserve`); outputs = min(T, n_outputs_max = n_batch).
+        // (`sched_reserve`, `graph_reserve`); outputs = min(T, n_outputs_max), which
+        // is n_batch unless the runner sets it to one row per sequence.
         let t = total.min(n_ubatch);
         let t = u32::try_from(u64::from(t).div_ceil(u64::from(n_seq)) * u64::from(n_seq))
             .unwrap_or(u32::MAX);
@@ -116,7 +117,11 @@ impl Context {
             n_batch,
             n_ubatch,
             n_tokens: t,
-            n_outputs: t.min(n_batch),
+            n_outputs: if settings.logits_per_sequence {
+                t.min(n_seq)
+            } else {
+                t.min(n_batch)
+            },
             flash_attn,
             swa_full: settings.swa_full,
             type_k: settings.cache_type_k,
@@ -427,6 +432,10 @@ pub struct Estimate {
     pub allocated_bytes: u64,
     /// Bytes of weights each device reads per generated token (CPU first).
     pub active_bytes: Vec<u64>,
+    /// The devices a token passes through, in order (0 is the CPU, `g + 1`
+    /// GPU `g`): the CPU's embedding lookup, each layer's device, the
+    /// output layer's device; each change is a boundary.
+    pub chain: Vec<usize>,
 }
 
 /// Compute-buffer sizes: the high-water mark of llama.cpp's graph allocator for the
@@ -1121,6 +1130,16 @@ pub fn estimate(
     let devices = device_uses(settings, m, &lay, &b, r.base);
     let mut active_bytes = vec![b.weights.cpu_active];
     active_bytes.extend(b.weights.gpu_active);
+    let mut chain = vec![0];
+    for il in 0..=p.n_layer {
+        let d = placement
+            .device_of(p.n_layer, il)
+            .filter(|&g| g < lay.n_gpu)
+            .map_or(0, |g| g + 1);
+        if chain.last() != Some(&d) {
+            chain.push(d);
+        }
+    }
     Estimate {
         ctx: *ctx,
         devices,
@@ -1129,6 +1148,7 @@ pub fn estimate(
         mapped_working_bytes: r.mapped_working,
         allocated_bytes: r.allocated,
         active_bytes,
+        chain,
     }
 }
 

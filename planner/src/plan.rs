@@ -86,6 +86,12 @@ pub struct Settings {
     pub margin_bytes: Option<u64>,
     /// The program that holds the model (`serve` adds an HTTP runtime).
     pub front_end: FrontEnd,
+    /// Reserve one logits row per sequence (llama.cpp's `n_outputs_max` =
+    /// `n_seq_max`), all headroom's runner asks for, instead of a row per
+    /// token of the physical batch (llama.cpp's default, its tools' only
+    /// choice): 262k vocabulary × 512 tokens × 4 bytes is 512 MiB of
+    /// compute buffer for Gemma 3.
+    pub logits_per_sequence: bool,
 }
 
 /// The program that holds the model: what it keeps resident beside
@@ -122,6 +128,7 @@ impl Default for Settings {
             repack: true,
             margin_bytes: None,
             front_end: FrontEnd::Cli,
+            logits_per_sequence: false,
         }
     }
 }

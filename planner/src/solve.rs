@@ -18,14 +18,17 @@
 //!   below a readable 10 tokens/s.
 
 use crate::hw::{BandwidthSource, GpuVendor, HardwareSnapshot};
-use crate::memory::{self, Context, Estimate, GpuSpec, MachineSpec, Placement, RepackRules, sum};
+use crate::memory::{
+    self, Context, Estimate, GpuSpec, MachineSpec, Placement, RepackRules, product, sum,
+};
 use crate::plan::{
     DeviceKind, FlashAttn, ModelInfo, Plan, RamUse, Resolved, SCHEMA_VERSION, Settings, Verdict,
     Warning, WarningCode,
 };
 use crate::profile::ModelProfile;
 use crate::speed::{
-    self, GpuBasis, RamBandwidthSource, RamBasis, SpeedBasis, SpeedCalibration, Throughput,
+    self, GpuBasis, LinkSource, NetworkBasis, RamBandwidthSource, RamBasis, SpeedBasis,
+    SpeedCalibration, Throughput,
 };
 /// Smallest default context.
 pub const MIN_DEFAULT_CTX: u32 = 4096;
@@ -54,6 +57,8 @@ struct Machine {
     gpu_sources: Vec<(f64, BandwidthSource, Option<f64>)>,
     unified: bool,
     gpu_usable: bool,
+    /// The link to RPC workers, bytes/s, and whether it was given.
+    rpc_link: (f64, LinkSource),
 }
 
 fn machine(hw: &HardwareSnapshot, build: Build) -> Machine {
@@ -114,11 +119,21 @@ fn machine(hw: &HardwareSnapshot, build: Build) -> Machine {
             .unwrap_or((ram.bandwidth_bytes_per_s, BandwidthSource::Assumed));
         sources.push((bandwidth, source, g.and_then(|g| g.fp16_flops_per_s)));
     }
+    let threads = hw.cpu.physical_cores.max(1);
+    // An RPC worker computes as a CPU does (the worker program runs
+    // llama.cpp's CPU backend unless it was built with a GPU one): assumed
+    // like this machine's CPU, as its bandwidth is.
     let thr = sources
         .iter()
-        .map(|&(bandwidth, _, fp16)| speed::gpu_throughput(bandwidth, fp16))
+        .zip(&gpus)
+        .map(|(&(bandwidth, _, fp16), g)| {
+            if g.kind == DeviceKind::Rpc {
+                speed::cpu_throughput(bandwidth, threads, &hw.cpu.features)
+            } else {
+                speed::gpu_throughput(bandwidth, fp16)
+            }
+        })
         .collect();
-    let threads = hw.cpu.physical_cores.max(1);
     Machine {
         spec: MachineSpec {
             gpus: if gpu_usable { gpus } else { Vec::new() },
@@ -133,6 +148,10 @@ fn machine(hw: &HardwareSnapshot, build: Build) -> Machine {
         gpu_sources: if gpu_usable { sources } else { Vec::new() },
         unified,
         gpu_usable,
+        rpc_link: hw.rpc_link_bytes_per_s.map_or(
+            (speed::DEFAULT_RPC_LINK_BYTES_PER_S, LinkSource::Assumed),
+            |b| (b, LinkSource::Given),
+        ),
     }
 }
 
@@ -214,7 +233,7 @@ fn bytes_per_token(e: &Estimate) -> Vec<u64> {
 }
 
 /// What the decode estimate of `e` on `m` assumes.
-fn speed_basis(hw: &HardwareSnapshot, e: &Estimate, m: &Machine) -> SpeedBasis {
+fn speed_basis(hw: &HardwareSnapshot, p: &ModelProfile, e: &Estimate, m: &Machine) -> SpeedBasis {
     let bytes = bytes_per_token(e);
     let cal = m.calibration;
     SpeedBasis {
@@ -246,12 +265,65 @@ fn speed_basis(hw: &HardwareSnapshot, e: &Estimate, m: &Machine) -> SpeedBasis {
                 n_layers: d.n_layers,
             })
             .collect(),
+        network: network(p, e, m),
     }
 }
 
+/// What crosses the link to RPC workers per token of `e` (see
+/// [`NetworkBasis`]); `None` when no worker holds a layer.
+fn network(p: &ModelProfile, e: &Estimate, m: &Machine) -> Option<NetworkBasis> {
+    let remote = |d: usize| {
+        d > 0
+            && m.spec
+                .gpus
+                .get(d - 1)
+                .is_some_and(|g| g.kind == DeviceKind::Rpc)
+    };
+    let boundaries = e
+        .chain
+        .windows(2)
+        .filter(|w| remote(w[0]) || remote(w[1]))
+        .count();
+    if boundaries == 0 {
+        return None;
+    }
+    let boundaries = u32::try_from(boundaries).unwrap_or(u32::MAX);
+    let hidden = product([u64::from(boundaries), u64::from(p.n_embd), 4]);
+    // The host reads the logits of each generated token.
+    let logits = if e.chain.last().is_some_and(|&d| remote(d)) {
+        product([p.n_vocab, 4])
+    } else {
+        0
+    };
+    let (link, source) = m.rpc_link;
+    Some(NetworkBasis {
+        link_bytes_per_s: link,
+        source,
+        boundaries,
+        bytes_per_token: sum([hidden, logits]),
+        prompt_bytes_per_token: hidden,
+    })
+}
+
 /// Decode and prompt tokens/s of `e` on `m`, the CPU's side scaled by the
-/// machine's calibration (decode and prompt each by its own factor).
+/// machine's calibration (decode and prompt each by its own factor), the
+/// network's transfers added.
 fn decode_speed(p: &ModelProfile, e: &Estimate, m: &Machine) -> (f64, f64) {
+    let (decode, prompt) = device_speed(p, e, m);
+    match network(p, e, m) {
+        Some(n) => {
+            let link = n.link_bytes_per_s.max(1.0);
+            (
+                speed::with_network(decode, n.bytes_per_token as f64 / link),
+                speed::with_network(prompt, n.prompt_bytes_per_token as f64 / link),
+            )
+        }
+        None => (decode, prompt),
+    }
+}
+
+/// [`decode_speed`] on the devices alone.
+fn device_speed(p: &ModelProfile, e: &Estimate, m: &Machine) -> (f64, f64) {
     let (decode_f, prompt_f) = m
         .calibration
         .map_or((1.0, 1.0), |c| (c.decode_factor, c.prompt_factor));
@@ -492,7 +564,7 @@ pub fn plan(
         est_decode_tokens_per_s: round2(decode),
         est_prompt_tokens_per_s: round2(prompt),
         est_full_gpu_decode_tokens_per_s: full_gpu.map(round2),
-        speed_basis: speed_basis(hw, &est, &m),
+        speed_basis: speed_basis(hw, p, &est, &m),
         warnings,
         llama_args,
         alternatives: Vec::new(),

@@ -169,6 +169,54 @@ pub struct SpeedBasis {
     pub ram: RamBasis,
     /// Each GPU the plan uses, in device order (as `devices[1..]`).
     pub gpus: Vec<GpuBasis>,
+    /// The network, when RPC workers hold part of the model.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkBasis>,
+}
+
+/// A link to RPC workers whose speed was not stated (`--rpc-bandwidth`):
+/// gigabit Ethernet, 125 MB/s.
+pub const DEFAULT_RPC_LINK_BYTES_PER_S: f64 = 125e6;
+
+/// The network's part of a [`SpeedBasis`]: what crosses the link to the RPC
+/// workers per token. Each boundary between devices where a worker sits
+/// sends one token's hidden state (`n_embd` f32); a worker holding the
+/// output layer sends the logits back (`n_vocab` f32 per generated token).
+/// Only the transfer is counted: the round trips of llama.cpp's RPC
+/// commands (a few per device and token) are not, which on a LAN adds
+/// about 0.1–0.5 ms per boundary and token.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NetworkBasis {
+    /// The link's speed, bytes/s.
+    pub link_bytes_per_s: f64,
+    /// Whether the user stated it (`given`) or it is [`DEFAULT_RPC_LINK_BYTES_PER_S`] (`assumed`).
+    pub source: LinkSource,
+    /// Device boundaries with a worker on one side that a token crosses.
+    pub boundaries: u32,
+    /// Bytes over the link per generated token.
+    pub bytes_per_token: u64,
+    /// Bytes over the link per prompt token (no logits).
+    pub prompt_bytes_per_token: u64,
+}
+
+/// Where a link speed came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LinkSource {
+    /// `--rpc-bandwidth`.
+    Given,
+    /// [`DEFAULT_RPC_LINK_BYTES_PER_S`].
+    Assumed,
+}
+
+/// Tokens/s once each token also spends `network_s` on the link.
+#[must_use]
+pub fn with_network(tokens_per_s: f64, network_s: f64) -> f64 {
+    if tokens_per_s > 0.0 && network_s.is_finite() && network_s >= 0.0 {
+        per_second(1.0 / tokens_per_s + network_s)
+    } else {
+        tokens_per_s
+    }
 }
 
 /// The RAM's part of a [`SpeedBasis`].

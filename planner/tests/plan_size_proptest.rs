@@ -240,28 +240,37 @@ fn settings() -> impl Strategy<Value = Settings> {
         (number_u32(), number_u32(), number_u32(), number_u32()),
         (cache.clone(), cache),
         prop::sample::select(vec![FlashAttn::Auto, FlashAttn::On, FlashAttn::Off]),
-        (any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>()),
+        (
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+        ),
         prop::option::of(number()),
     )
         .prop_map(
-            |((ctx, b, ub, np), (k, v), fa, (swa_full, mmap, repack, server), margin)| Settings {
-                n_ctx: Some(ctx.max(1)),
-                n_batch: b.max(1),
-                n_ubatch: ub.max(1),
-                n_parallel: np.max(1),
-                n_gpu_layers: None,
-                cache_type_k: k,
-                cache_type_v: v,
-                flash_attn: fa,
-                swa_full,
-                mmap,
-                repack,
-                margin_bytes: margin,
-                front_end: if server {
-                    FrontEnd::Server
-                } else {
-                    FrontEnd::Cli
-                },
+            |((ctx, b, ub, np), (k, v), fa, (swa_full, mmap, repack, server, per_seq), margin)| {
+                Settings {
+                    n_ctx: Some(ctx.max(1)),
+                    n_batch: b.max(1),
+                    n_ubatch: ub.max(1),
+                    n_parallel: np.max(1),
+                    n_gpu_layers: None,
+                    cache_type_k: k,
+                    cache_type_v: v,
+                    flash_attn: fa,
+                    swa_full,
+                    mmap,
+                    repack,
+                    margin_bytes: margin,
+                    front_end: if server {
+                        FrontEnd::Server
+                    } else {
+                        FrontEnd::Cli
+                    },
+                    logits_per_sequence: per_seq,
+                }
             },
         )
 }

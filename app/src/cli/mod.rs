@@ -122,6 +122,15 @@ pub struct MachineArgs {
         requires = "rpc"
     )]
     pub rpc_mem: Option<String>,
+    /// The link to the --rpc workers, for the speed estimate: bits per second with a unit (1Gbit, 10Gbit, 2.5Gbit, 100Mbit) or bytes per second (125MB/s, 1GB/s). Default 1Gbit (gigabit Ethernet), shown as assumed.
+    #[arg(
+        long = "rpc-bandwidth",
+        global = true,
+        value_name = "RATE",
+        requires = "rpc",
+        value_parser = parse_link_rate
+    )]
+    pub rpc_bandwidth: Option<f64>,
     /// Allow --rpc workers that are not on this machine. llama.cpp's RPC protocol has no authentication or encryption: anyone who can reach a worker can make it allocate memory and run graphs, and read what it computes.
     #[arg(long = "rpc-trust-network", global = true, requires = "rpc")]
     pub rpc_trust_network: bool,
@@ -346,7 +355,42 @@ impl ContextArgs {
                 .transpose()
                 .context("--margin")?,
             front_end: FrontEnd::Cli,
+            logits_per_sequence: true,
         })
+    }
+}
+
+/// `--rpc-bandwidth`: a link speed in bytes/s, from bits per second with a
+/// unit (`1Gbit`, `100Mbit`, `1Gbps`) or bytes per second (`125MB/s`,
+/// `1GB/s`, `1GiB/s`).
+fn parse_link_rate(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("'{s}': a number and a unit, e.g. 1Gbit or 125MB/s"))?;
+    let unit = unit.trim().to_ascii_lowercase();
+    let factor = match unit.as_str() {
+        "gbit" | "gbps" | "gbit/s" => 1e9 / 8.0,
+        "mbit" | "mbps" | "mbit/s" => 1e6 / 8.0,
+        "gb/s" => 1e9,
+        "mb/s" => 1e6,
+        "gib/s" => 1_073_741_824.0,
+        "mib/s" => 1_048_576.0,
+        _ => {
+            return Err(format!(
+                "'{s}': the unit is one of Gbit, Mbit (bits per second), GB/s, MB/s, GiB/s, MiB/s"
+            ));
+        }
+    };
+    let rate = n * factor;
+    if rate.is_finite() && rate > 0.0 {
+        Ok(rate)
+    } else {
+        Err(format!("'{s}': a link speed above zero"))
     }
 }
 
@@ -776,5 +820,22 @@ mod tests {
         };
         let err = p.ctx.settings().expect_err("q4_k is not a cache type");
         assert!(format!("{err:#}").contains("--cache-type-k"));
+    }
+
+    #[test]
+    fn link_rates_in_bits_or_bytes() {
+        for (text, rate) in [
+            ("1Gbit", 125e6),
+            ("10gbit", 1.25e9),
+            ("2.5Gbps", 312.5e6),
+            ("100Mbit", 12.5e6),
+            ("125MB/s", 125e6),
+            ("1GiB/s", 1_073_741_824.0),
+        ] {
+            assert_eq!(parse_link_rate(text), Ok(rate), "{text}");
+        }
+        for bad in ["", "1", "fast", "0Gbit", "1Gb", "-1MB/s"] {
+            assert!(parse_link_rate(bad).is_err(), "{bad}");
+        }
     }
 }

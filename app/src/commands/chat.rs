@@ -80,7 +80,7 @@ pub fn run(args: &ChatArgs, machine: &MachineArgs, _verbose: u8) -> Result<ExitC
                 let nearest = r.nearest;
                 let start = Start::Refused(Box::new(move || {
                     let n = nearest.context("no plan nearby fits")?;
-                    let (spec, warnings) = checked_spec(&n.plan, &n.settings, threads)?;
+                    let (spec, warnings, _) = checked_spec(&n.plan, &n.settings, threads)?;
                     let info = PlanInfo::from_plan(&n.plan, warnings);
                     Ok((
                         WorkerConfig {

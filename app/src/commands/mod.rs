@@ -117,7 +117,9 @@ pub fn hardware(machine: &MachineArgs) -> Result<HardwareSnapshot> {
                     }
                 })
                 .collect();
-            Ok(phw::add_rpc_devices(hw, &devices))
+            let mut hw = phw::add_rpc_devices(hw, &devices);
+            hw.rpc_link_bytes_per_s = machine.rpc_bandwidth;
+            Ok(hw)
         }
     }
 }

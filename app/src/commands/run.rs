@@ -18,7 +18,7 @@ use crate::cli::{ContextArgs, GenArgs, MachineArgs, RunArgs};
 use crate::runner::measure;
 use crate::runner::preflight::{Decision, Go, describe_nearest};
 use crate::runner::prompt::{chat_format, tokenize_prompt};
-use crate::runner::report::{Report, record};
+use crate::runner::report::{LlamaDevice, Report, record};
 use crate::runner::template::{Message, TemplateChoice};
 use crate::runner::{Engine, GenOptions, Generation, StopReason};
 
@@ -96,7 +96,16 @@ pub fn run(args: &RunArgs, machine: &MachineArgs, verbose: u8) -> Result<ExitCod
         return Err(e.into());
     }
     let peak = measure::peak_rss_bytes();
-    let report = Report::new(&prepared.plan, &engine, &generation, rss_after_load, peak);
+    let mut report = Report::new(&prepared.plan, &engine, &generation, rss_after_load, peak);
+    report.measured.llama_devices = prepared
+        .accounted
+        .iter()
+        .map(|c| LlamaDevice {
+            name: c.device.clone(),
+            llama_bytes: c.llama_bytes,
+            planned_bytes: c.planned_bytes,
+        })
+        .collect();
     if args.json {
         writeln!(stdout, "{}", serde_json::to_string_pretty(&report)?)?;
     } else if !generation.text.ends_with('\n') {

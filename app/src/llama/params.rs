@@ -170,6 +170,11 @@ impl AccountingParams {
             swa_full: s.swa_full,
             use_extra_bufts: s.repack,
             n_gpu_layers,
+            n_outputs_max: if s.logits_per_sequence {
+                s.n_parallel
+            } else {
+                0
+            },
             ..AccountingParams::for_model(path)
         })
     }

@@ -4,7 +4,9 @@
 
 use headroom_planner::hw::BandwidthSource;
 use headroom_planner::plan::DeviceKind;
-use headroom_planner::speed::{GpuBasis, RamBandwidthSource, RamBasis, SpeedBasis};
+use headroom_planner::speed::{
+    GpuBasis, LinkSource, NetworkBasis, RamBandwidthSource, RamBasis, SpeedBasis,
+};
 
 /// What to do about a GPU bandwidth nobody stated.
 pub const NAME_THE_CARD: &str = "name the card with --gpu";
@@ -82,7 +84,26 @@ pub fn plan_line(b: &SpeedBasis) -> String {
             per_token(b.ram.bytes_per_token)
         ));
     }
+    if let Some(n) = &b.network {
+        parts.push(network_phrase(n));
+    }
     parts.join("; ")
+}
+
+/// The link to the RPC workers: "network 125 MB/s (assumed: gigabit; set
+/// --rpc-bandwidth), 2 boundaries, 0.20 MB/token".
+fn network_phrase(n: &NetworkBasis) -> String {
+    let source = match n.source {
+        LinkSource::Given => "--rpc-bandwidth",
+        LinkSource::Assumed => "assumed: gigabit; set --rpc-bandwidth",
+    };
+    format!(
+        "network {:.0} MB/s ({source}), {} boundar{}, {:.2} MB/token",
+        n.link_bytes_per_s / 1e6,
+        n.boundaries,
+        if n.boundaries == 1 { "y" } else { "ies" },
+        n.bytes_per_token as f64 / 1e6
+    )
 }
 
 /// One line for a machine (the bandwidths every row of a ranking shares):
@@ -118,6 +139,7 @@ mod tests {
                 bytes_per_token: 4_420_000_000,
                 n_layers: 30,
             }],
+            network: None,
         }
     }
 
@@ -136,6 +158,30 @@ mod tests {
             machine_line(&basis(BandwidthSource::Reported, 0)),
             "GPU0 360 GB/s (reported); RAM 21.5 GB/s (measured)"
         );
+    }
+
+    #[test]
+    fn the_network_says_whether_its_speed_was_given() {
+        let mut b = basis(BandwidthSource::Reported, 0);
+        b.network = Some(NetworkBasis {
+            link_bytes_per_s: 125e6,
+            source: LinkSource::Assumed,
+            boundaries: 2,
+            bytes_per_token: 201_216,
+            prompt_bytes_per_token: 4_608,
+        });
+        assert!(
+            plan_line(&b).ends_with(
+                "; network 125 MB/s (assumed: gigabit; set --rpc-bandwidth), 2 boundaries, 0.20 MB/token"
+            ),
+            "{}",
+            plan_line(&b)
+        );
+        if let Some(n) = b.network.as_mut() {
+            n.source = LinkSource::Given;
+            n.boundaries = 1;
+        }
+        assert!(plan_line(&b).contains("(--rpc-bandwidth), 1 boundary,"));
     }
 
     #[test]

@@ -144,8 +144,11 @@ pub fn model_params(
 }
 
 /// llama-cpp-2's context parameters for `spec`.
-#[must_use]
-pub fn context_params(spec: &AccountingParams) -> LlamaContextParams {
+///
+/// # Errors
+/// `spec` sets `n_outputs_max` and llama-cpp-2's parameters are not laid out
+/// as llama.cpp's (see [`with_n_outputs_max`]).
+pub fn context_params(spec: &AccountingParams) -> Result<LlamaContextParams> {
     let fa = match spec.flash_attn {
         FlashAttn::Auto => llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_AUTO,
         FlashAttn::Off => llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_DISABLED,
@@ -165,5 +168,63 @@ pub fn context_params(spec: &AccountingParams) -> LlamaContextParams {
             .with_n_threads(spec.n_threads)
             .with_n_threads_batch(spec.n_threads);
     }
-    c
+    if spec.n_outputs_max > 0 {
+        c = with_n_outputs_max(c, spec.n_outputs_max)?;
+    }
+    Ok(c)
+}
+
+/// `c` with llama.cpp's `n_outputs_max` set, which llama-cpp-2 0.1.160 has
+/// no setter for. Its `LlamaContextParams` is a struct of one field, llama.cpp's
+/// `llama_context_params`; Rust does not promise such a wrapper the field's
+/// layout, so before writing through it this checks that two fields set by
+/// the crate's own setters read back at llama.cpp's offsets, and refuses
+/// otherwise (a failed load, not a wrong one). Hand-written because the
+/// alternative, a context without it, reserves a logits row per token of
+/// the batch: 512 MiB for Gemma 3 that headroom never reads.
+///
+/// # Errors
+/// The layout check fails.
+pub fn with_n_outputs_max(c: LlamaContextParams, n: u32) -> Result<LlamaContextParams> {
+    use llama_cpp_sys_2::llama_context_params as Raw;
+    // `transmute` checks the sizes at compile time.
+    // SAFETY: both are plain data of the same size; `Raw` has no invalid bit
+    // patterns (integers, floats, pointers, function pointers as `Option`).
+    let raw = |p: LlamaContextParams| unsafe { std::mem::transmute::<LlamaContextParams, Raw>(p) };
+    let probe = raw(LlamaContextParams::default()
+        .with_n_ctx(NonZeroU32::new(0x1357_9BDF))
+        .with_n_batch(0x2468_ACE0)
+        .with_n_seq_max(0x0102_0304));
+    if (probe.n_ctx, probe.n_batch, probe.n_seq_max) != (0x1357_9BDF, 0x2468_ACE0, 0x0102_0304) {
+        bail!(
+            "cannot set llama.cpp's n_outputs_max: llama-cpp-2's context parameters are not laid out as llama.cpp's"
+        );
+    }
+    let mut r = raw(c);
+    r.n_outputs_max = n;
+    // SAFETY: the inverse of the checked conversion above.
+    Ok(unsafe { std::mem::transmute::<Raw, LlamaContextParams>(r) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn n_outputs_max_is_set_and_nothing_else_moves() {
+        let c = LlamaContextParams::default()
+            .with_n_ctx(NonZeroU32::new(4096))
+            .with_n_batch(77)
+            .with_n_ubatch(33);
+        let c = with_n_outputs_max(c, 3).expect("llama-cpp-2's layout is llama.cpp's");
+        assert_eq!(
+            (c.n_ctx(), c.n_batch(), c.n_ubatch()),
+            (NonZeroU32::new(4096), 77, 33)
+        );
+        // SAFETY: the layout was just checked by `with_n_outputs_max`.
+        let raw = unsafe {
+            std::mem::transmute::<LlamaContextParams, llama_cpp_sys_2::llama_context_params>(c)
+        };
+        assert_eq!(raw.n_outputs_max, 3);
+    }
 }

@@ -257,7 +257,7 @@ impl Engine {
         crate::llama::log::clear();
         let ctx = self
             .model
-            .new_context(backend, load::context_params(&self.spec))
+            .new_context(backend, load::context_params(&self.spec)?)
             .map_err(|e| {
                 anyhow::anyhow!(
                     "llama.cpp could not create the context (n_ctx {}, KV cache and compute buffers): {e}{}",

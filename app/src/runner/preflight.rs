@@ -25,6 +25,8 @@ pub struct Go {
     pub spec: AccountingParams,
     /// Disagreements with llama.cpp's accounting, and other notes for the banner.
     pub warnings: Vec<String>,
+    /// llama.cpp's accounting of this very load, per device, beside the plan's.
+    pub accounted: Vec<guard::DeviceCheck>,
 }
 
 /// A plan that does not fit.
@@ -112,10 +114,11 @@ pub fn decide(req: Request<'_>) -> Result<Decision> {
     let threads =
         i32::try_from(threads.unwrap_or(hw.cpu.physical_cores.max(1))).unwrap_or(i32::MAX);
     match checked_spec(&plan, settings, threads) {
-        Ok((spec, warnings)) => Ok(Decision::Ready(Box::new(Go {
+        Ok((spec, warnings, accounted)) => Ok(Decision::Ready(Box::new(Go {
             plan,
             spec,
             warnings,
+            accounted,
         }))),
         Err(e) if e.is::<OverBudget>() && !force => Ok(Decision::Refused(Box::new(Refusal {
             plan,
@@ -137,12 +140,13 @@ struct OverBudget {
 }
 
 /// The load for a plan, checked against llama.cpp's own accounting of it:
-/// the disagreements worth showing, or [`OverBudget`].
+/// the disagreements worth showing and the comparison per device, or
+/// [`OverBudget`].
 pub fn checked_spec(
     plan: &Plan,
     settings: &Settings,
     threads: i32,
-) -> Result<(AccountingParams, Vec<String>)> {
+) -> Result<(AccountingParams, Vec<String>, Vec<guard::DeviceCheck>)> {
     let spec = load::spec_for(plan, settings, threads).map_err(|e| UsageError(format!("{e:#}")))?;
     let acct = crate::llama::breakdown(&spec)
         .with_context(|| format!("llama.cpp's accounting of {}", plan.model.path))?;
@@ -157,7 +161,8 @@ pub fn checked_spec(
         }
         .into());
     }
-    Ok((spec, guard::disagreements(&checks, 0.05)))
+    let warnings = guard::disagreements(&checks, 0.05);
+    Ok((spec, warnings, checks))
 }
 
 /// The nearest plan, in one line.

@@ -70,6 +70,21 @@ pub struct Measured {
     pub rss_after_load_bytes: u64,
     /// GPU memory in use per GPU after the run (device-wide); empty without one.
     pub vram_used_bytes: Vec<u64>,
+    /// What llama.cpp's accounting of this load puts on each device (its
+    /// weights, KV cache and compute buffers), beside the plan's figure for
+    /// the same buffers: for an RPC worker, what the worker holds for it.
+    pub llama_devices: Vec<LlamaDevice>,
+}
+
+/// One device in [`Measured::llama_devices`].
+#[derive(Debug, Serialize)]
+pub struct LlamaDevice {
+    /// The plan's name for it (`CPU`, `CUDA0`, `RPC0[HOST:PORT]`).
+    pub name: String,
+    /// llama.cpp's bytes.
+    pub llama_bytes: u64,
+    /// The plan's bytes for the same buffers.
+    pub planned_bytes: u64,
 }
 
 impl Report {
@@ -105,6 +120,7 @@ impl Report {
             measured: Measured {
                 rss_after_load_bytes: rss_after_load,
                 vram_used_bytes: measure::vram_used_bytes(),
+                llama_devices: Vec::new(),
             },
             stop_reason: g.stop_reason,
             threads: u32::try_from(engine.spec().n_threads).unwrap_or(0),

@@ -234,10 +234,11 @@ fn an_unreachable_worker_is_one_line_and_exit_1() {
 
 /// The instruct demo model (Q4_1, which llama.cpp does not repack, so every
 /// device runs the same kernels) split across two workers and the CPU: the
-/// same greedy text as the CPU alone; each worker's peak RSS grows by no
-/// more than the plan's total for it (without the margin).
+/// same greedy text as the CPU alone; and over a long prompt each worker's
+/// peak RSS grows by no more than the plan's total for it (without the
+/// margin), and by at least 1/1.15 of it.
 #[test]
-fn a_split_run_gives_the_cpu_s_text() {
+fn a_split_run_gives_the_cpu_s_text_and_the_planned_memory() {
     let _gate = one_at_a_time();
     let m = crate::demo::instruct_model();
     let args = |extra: &[&str]| {
@@ -264,7 +265,6 @@ fn a_split_run_gives_the_cpu_s_text() {
     );
     let cpu: serde_json::Value = serde_json::from_slice(&cpu.stdout).expect("json");
     let workers = [Worker::start(None), Worker::start(None)];
-    let idle: Vec<u64> = workers.iter().map(Worker::peak_rss).collect();
     let list = format!("{},{}", workers[0].endpoint, workers[1].endpoint);
     let out = args(&["--rpc", &list]).output().expect("runs");
     assert!(
@@ -275,7 +275,32 @@ fn a_split_run_gives_the_cpu_s_text() {
     let split: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(split["text"], cpu["text"], "greedy text across workers");
     assert!(split["text"].as_str().unwrap_or("").contains("Paris"));
-    let devices = split["planned"]["devices"].as_array().expect("devices");
+    drop(workers);
+
+    // Memory: fresh workers, and a prompt of five physical batches, so that
+    // every buffer the plan counts is written: each of the scheduler's four
+    // copies of a split's inputs (pipeline parallelism cycles through them
+    // batch by batch) and a full batch's activations.
+    let workers = [Worker::start(None), Worker::start(None)];
+    let idle: Vec<u64> = workers.iter().map(Worker::peak_rss).collect();
+    let list = format!("{},{}", workers[0].endpoint, workers[1].endpoint);
+    let prompt = "The quick brown fox jumps over the lazy dog near the river bank. ".repeat(200);
+    let out = Command::new(bin())
+        .arg("run")
+        .arg(&m)
+        .args([
+            "--rpc", &list, "-c", "4096", "-n", "8", "--temp", "0", "--json", "-p",
+        ])
+        .arg(&prompt)
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let long: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let devices = long["planned"]["devices"].as_array().expect("devices");
     assert_eq!(devices.len(), 3, "CPU and two workers: {devices:?}");
     let mut lines = Vec::new();
     for (w, idle) in workers.iter().zip(&idle) {
@@ -287,13 +312,28 @@ fn a_split_run_gives_the_cpu_s_text() {
         let planned =
             d["total_bytes"].as_u64().expect("total") - d["margin_bytes"].as_u64().expect("margin");
         let growth = w.peak_rss().saturating_sub(*idle);
+        // What run --json says llama.cpp puts on the worker.
+        let held = long["measured"]["llama_devices"]
+            .as_array()
+            .expect("llama_devices")
+            .iter()
+            .find(|r| r["name"] == d["name"])
+            .and_then(|r| r["llama_bytes"].as_u64())
+            .expect("llama.cpp's figure for the worker");
+        assert!(held > 0);
         lines.push(format!(
-            "{}: planned {:.1} MiB, peak RSS grew {:.1} MiB",
+            "{}: planned {:.1} MiB, llama.cpp {:.1} MiB, peak RSS grew {:.1} MiB",
             w.endpoint,
             planned as f64 / 1048576.0,
+            held as f64 / 1048576.0,
             growth as f64 / 1048576.0
         ));
         assert!(growth <= planned, "{}", lines.join("; "));
+        assert!(
+            planned as f64 <= 1.15 * growth as f64,
+            "{}",
+            lines.join("; ")
+        );
     }
     println!("{}", lines.join("\n"));
 }

@@ -111,6 +111,7 @@ pub fn probe(opts: &ProbeOptions) -> HardwareSnapshot {
         unified,
         source: Source::Probed,
         notes,
+        rpc_link_bytes_per_s: None,
     }
 }
 

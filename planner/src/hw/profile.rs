@@ -410,6 +410,7 @@ fn build(file: ProfileFile, path: &Path) -> Result<HardwareSnapshot, String> {
         unified,
         source: Source::Profile(path.to_path_buf()),
         notes: Vec::new(),
+        rpc_link_bytes_per_s: None,
     })
 }
 

@@ -40,6 +40,11 @@ pub struct HardwareSnapshot {
     pub source: Source,
     /// What could not be read and why, in words a user can act on.
     pub notes: Vec<String>,
+    /// The link to the RPC workers, bytes/s, as the user stated it
+    /// (`--rpc-bandwidth`); `None`: [`crate::speed::DEFAULT_RPC_LINK_BYTES_PER_S`]
+    /// is assumed.
+    #[serde(default)]
+    pub rpc_link_bytes_per_s: Option<f64>,
 }
 
 /// Where a [`HardwareSnapshot`] came from.

@@ -460,6 +460,56 @@ fn speed_basis_names_each_devices_bandwidth_and_bytes() {
     assert!(p.speed_basis.ram.bytes_per_token >= m.weight_bytes / 2);
 }
 
+/// Two RPC workers holding every layer: the token crosses CPU → worker 0 →
+/// worker 1 and the logits come back, which the speed counts at the link's
+/// speed (assumed gigabit unless given); a faster link is a faster token.
+#[test]
+fn rpc_workers_put_the_network_in_the_speed() {
+    let m = dense(1_000_000_000, FileType::Q4_K_M);
+    let s = Settings {
+        n_gpu_layers: Some(m.n_layer + 1),
+        ..Settings::default()
+    };
+    let worker = |i: usize| crate::hw::RpcDevice {
+        name: format!("RPC{i}[127.0.0.1:5005{i}]"),
+        free_bytes: 16 * GIB,
+        total_bytes: 16 * GIB,
+        budget_bytes: None,
+    };
+    let hw = crate::hw::add_rpc_devices(snapshot(64 * GIB, &[]), &[worker(0), worker(1)]);
+    let p = plan(&m, "m", &s, &hw, GPU);
+    let n = p.speed_basis.network.as_ref().expect("a network basis");
+    assert_eq!(n.source, LinkSource::Assumed);
+    assert_eq!(n.link_bytes_per_s, speed::DEFAULT_RPC_LINK_BYTES_PER_S);
+    assert_eq!(n.boundaries, 2);
+    assert_eq!(n.prompt_bytes_per_token, 2 * u64::from(m.n_embd) * 4);
+    assert_eq!(n.bytes_per_token, n.prompt_bytes_per_token + m.n_vocab * 4);
+    let mut fast = hw.clone();
+    fast.rpc_link_bytes_per_s = Some(1.25e9);
+    let q = plan(&m, "m", &s, &fast, GPU);
+    let nq = q.speed_basis.network.as_ref().expect("a network basis");
+    assert_eq!(nq.source, LinkSource::Given);
+    assert!(q.est_decode_tokens_per_s > p.est_decode_tokens_per_s);
+    assert!(q.est_prompt_tokens_per_s > p.est_prompt_tokens_per_s);
+    // The link's time per token is what separates them.
+    let t = |tps: f64| 1.0 / tps;
+    let expected = n.bytes_per_token as f64 / 125e6 - nq.bytes_per_token as f64 / 1.25e9;
+    let got = t(p.est_decode_tokens_per_s) - t(q.est_decode_tokens_per_s);
+    assert!(
+        (got - expected).abs() < 0.02 * expected,
+        "{got} vs {expected}"
+    );
+    // Local devices only: no network.
+    let local = plan(
+        &m,
+        "m",
+        &Settings::default(),
+        &snapshot(64 * GIB, &[8 * GIB]),
+        GPU,
+    );
+    assert!(local.speed_basis.network.is_none());
+}
+
 /// A calibrated machine: the CPU's side of decode and prompt is scaled by
 /// the runs' measured ÷ estimated factors (clamped), the GPU's is not, and
 /// the basis says so.
