@@ -128,6 +128,7 @@ fn settings(u: &mut Unstructured) -> Result<Settings> {
             None
         },
         front_end: *u.choose(&[FrontEnd::Cli, FrontEnd::Server])?,
+        logits_per_sequence: u.arbitrary()?,
     })
 }
 
