@@ -842,20 +842,14 @@ fn compute_buffers(p: &ModelProfile, ctx: &Context, lay: &Layout) -> ComputeBuff
     // The output stage: the last layer's residual tensors and the logits.
     let output_stage = sum([product([3, c.et4]), c.logits]);
     let copies = if lay.pipeline { SCHED_COPIES } else { 1 };
-    let cpu = if uses_gpu {
-        if lay.cpu_layers > 0 {
-            let mut b = sum([c.inputs, c.layer_peak]);
-            if out_dev.is_none() {
-                b = sum([b, output_stage]);
-            }
-            b
-        } else if out_dev.is_none() {
-            sum([c.inputs, output_stage])
-        } else {
-            sum([product([copies, c.inputs]), product([2, c.et4])])
-        }
-    } else {
+    let cpu = if !uses_gpu {
         sum([c.inputs, c.layer_peak.max(output_stage)])
+    } else if lay.cpu_layers == 0 && out_dev.is_some() {
+        sum([product([copies, c.inputs]), product([2, c.et4])])
+    } else {
+        let layers = if lay.cpu_layers > 0 { c.layer_peak } else { 0 };
+        let output = if out_dev.is_none() { output_stage } else { 0 };
+        sum([c.inputs, layers, output])
     };
     // The device the CPU's embedding rows go to, when the CPU runs no layer.
     let first = (lay.cpu_layers == 0)

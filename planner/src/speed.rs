@@ -99,7 +99,10 @@ pub const CPU_BANDWIDTH_EFFICIENCY: f64 = 0.8;
 /// the cores busy (a spinning barrier that loses its core costs a time slice),
 /// then 0.15 ms; 0.12 ms centres the first-run estimates of both demo models
 /// over the VM's slow and fast spells (SmolLM2-135M decoded at 60–99 tok/s
-/// from one hour to the next, with the stream bandwidth at 14–18 GB/s).
+/// from one hour to the next, with the stream bandwidth at 14–18 GB/s). In a
+/// faster spell still (100–138 tok/s, 21–27 GB/s) the cost fell further and
+/// SmolLM2's estimate was up to 32% low: it is a property of the moment,
+/// not of the CPU.
 pub const CPU_PER_LAYER_S: f64 = 0.12e-3;
 /// CPU time per vocabulary entry per generated token outside the graph: the
 /// sampler builds and scans a candidate array over the whole vocabulary
@@ -182,9 +185,8 @@ pub const DEFAULT_RPC_LINK_BYTES_PER_S: f64 = 125e6;
 /// workers per token. Each boundary between devices where a worker sits
 /// sends one token's hidden state (`n_embd` f32); a worker holding the
 /// output layer sends the logits back (`n_vocab` f32 per generated token).
-/// Only the transfer is counted: the round trips of llama.cpp's RPC
-/// commands (a few per device and token) are not, which on a LAN adds
-/// about 0.1–0.5 ms per boundary and token.
+/// Only the transfer is counted, not the round trips of llama.cpp's RPC
+/// commands (a few per device and token; not measured here).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NetworkBasis {
     /// The link's speed, bytes/s.

@@ -360,34 +360,27 @@ impl ContextArgs {
     }
 }
 
-/// `--rpc-bandwidth`: a link speed in bytes/s, from bits per second with a
-/// unit (`1Gbit`, `100Mbit`, `1Gbps`) or bytes per second (`125MB/s`,
-/// `1GB/s`, `1GiB/s`).
+/// `--rpc-bandwidth`: a link speed in bytes/s, from bits per second
+/// (`1Gbit`, `100Mbit`, `2.5Gbps`) or bytes per second (`125MB/s`,
+/// `1GiB/s`); the number and its prefix are read as `--ram`'s sizes are.
 fn parse_link_rate(s: &str) -> Result<f64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("'{s}': a number and a unit, e.g. 1Gbit or 125MB/s"))?;
-    let unit = unit.trim().to_ascii_lowercase();
-    let factor = match unit.as_str() {
-        "gbit" | "gbps" | "gbit/s" => 1e9 / 8.0,
-        "mbit" | "mbps" | "mbit/s" => 1e6 / 8.0,
-        "gb/s" => 1e9,
-        "mb/s" => 1e6,
-        "gib/s" => 1_073_741_824.0,
-        "mib/s" => 1_048_576.0,
-        _ => {
+    let lower = s.trim().to_ascii_lowercase();
+    let bits = ["bit/s", "bit", "bps"]
+        .iter()
+        .find_map(|suffix| lower.strip_suffix(suffix));
+    let (size, per_second) = match (bits, lower.strip_suffix("/s")) {
+        (Some(size), _) => (size, 1.0 / 8.0),
+        (None, Some(size)) => (size, 1.0),
+        (None, None) => {
             return Err(format!(
-                "'{s}': the unit is one of Gbit, Mbit (bits per second), GB/s, MB/s, GiB/s, MiB/s"
+                "'{s}': a rate in bits (1Gbit, 100Mbit) or bytes per second (125MB/s)"
             ));
         }
     };
-    let rate = n * factor;
-    if rate.is_finite() && rate > 0.0 {
+    let bytes = hw::parse_size(size).map_err(|e| format!("'{s}': {e}"))?;
+    #[allow(clippy::cast_precision_loss)]
+    let rate = bytes as f64 * per_second;
+    if rate > 0.0 {
         Ok(rate)
     } else {
         Err(format!("'{s}': a link speed above zero"))

@@ -177,7 +177,7 @@ pub fn context_params(spec: &AccountingParams) -> Result<LlamaContextParams> {
 /// `c` with llama.cpp's `n_outputs_max` set, which llama-cpp-2 0.1.160 has
 /// no setter for. Its `LlamaContextParams` is a struct of one field, llama.cpp's
 /// `llama_context_params`; Rust does not promise such a wrapper the field's
-/// layout, so before writing through it this checks that two fields set by
+/// layout, so before writing through it this checks that three fields set by
 /// the crate's own setters read back at llama.cpp's offsets, and refuses
 /// otherwise (a failed load, not a wrong one). Hand-written because the
 /// alternative, a context without it, reserves a logits row per token of

@@ -10,7 +10,9 @@
 //! - A real run split across two workers and the CPU: the same greedy text
 //!   as the CPU alone.
 
+use std::ffi::OsStr;
 use std::net::TcpListener;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -21,7 +23,7 @@ use headroom_planner::solve::{self, Build};
 
 use crate::accounting_cases;
 use crate::rpc_worker::Worker;
-use crate::support::{bin, model, one_at_a_time};
+use crate::support::{Sandbox, bin, model, one_at_a_time};
 
 const GIB: u64 = 1 << 30;
 
@@ -232,6 +234,14 @@ fn an_unreachable_worker_is_one_line_and_exit_1() {
     assert!(err.contains("--rpc-trust-network"), "{err}");
 }
 
+/// `headroom run MODEL --json ARGS…` in a data directory of its own (its
+/// calibration log stays out of the user's), expected to succeed.
+fn run_json(model: &Path, args: &[&str]) -> serde_json::Value {
+    let mut all: Vec<&OsStr> = vec!["run".as_ref(), model.as_os_str(), "--json".as_ref()];
+    all.extend(args.iter().map(OsStr::new));
+    Sandbox::new().run(all).ok("run").json("run --json")
+}
+
 /// The instruct demo model (Q4_1, which llama.cpp does not repack, so every
 /// device runs the same kernels) split across two workers and the CPU: the
 /// same greedy text as the CPU alone; and over a long prompt each worker's
@@ -241,38 +251,18 @@ fn an_unreachable_worker_is_one_line_and_exit_1() {
 fn a_split_run_gives_the_cpu_s_text_and_the_planned_memory() {
     let _gate = one_at_a_time();
     let m = crate::demo::instruct_model();
-    let args = |extra: &[&str]| {
-        let mut c = Command::new(bin());
-        c.arg("run")
-            .arg(&m)
-            .args([
-                "-p",
-                "What is the capital of France?",
-                "-n",
-                "24",
-                "--temp",
-                "0",
-                "--json",
-            ])
-            .args(extra);
-        c
-    };
-    let cpu = args(&[]).output().expect("runs");
-    assert!(
-        cpu.status.success(),
-        "{}",
-        String::from_utf8_lossy(&cpu.stderr)
-    );
-    let cpu: serde_json::Value = serde_json::from_slice(&cpu.stdout).expect("json");
+    let ask = [
+        "-p",
+        "What is the capital of France?",
+        "-n",
+        "24",
+        "--temp",
+        "0",
+    ];
+    let cpu = run_json(m, &ask);
     let workers = [Worker::start(None), Worker::start(None)];
     let list = format!("{},{}", workers[0].endpoint, workers[1].endpoint);
-    let out = args(&["--rpc", &list]).output().expect("runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let split: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let split = run_json(m, &[&ask[..], &["--rpc", &list]].concat());
     assert_eq!(split["text"], cpu["text"], "greedy text across workers");
     assert!(split["text"].as_str().unwrap_or("").contains("Paris"));
     drop(workers);
@@ -285,21 +275,12 @@ fn a_split_run_gives_the_cpu_s_text_and_the_planned_memory() {
     let idle: Vec<u64> = workers.iter().map(Worker::peak_rss).collect();
     let list = format!("{},{}", workers[0].endpoint, workers[1].endpoint);
     let prompt = "The quick brown fox jumps over the lazy dog near the river bank. ".repeat(200);
-    let out = Command::new(bin())
-        .arg("run")
-        .arg(&m)
-        .args([
-            "--rpc", &list, "-c", "4096", "-n", "8", "--temp", "0", "--json", "-p",
-        ])
-        .arg(&prompt)
-        .output()
-        .expect("runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let long = run_json(
+        m,
+        &[
+            "--rpc", &list, "-c", "4096", "-n", "8", "--temp", "0", "-p", &prompt,
+        ],
     );
-    let long: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     let devices = long["planned"]["devices"].as_array().expect("devices");
     assert_eq!(devices.len(), 3, "CPU and two workers: {devices:?}");
     let mut lines = Vec::new();
@@ -392,9 +373,9 @@ fn a_capped_worker_refuses_the_over_specified_plan_and_runs_the_nearest() {
     let list = format!("{},{}", workers[0].endpoint, workers[1].endpoint);
     let budgets = "100MiB,1GiB";
     let base = |extra: &[&str]| {
-        let mut c = Command::new(bin());
-        c.arg("run")
-            .arg(m)
+        let sb = Sandbox::new();
+        let mut c = sb.cmd(["run"]);
+        c.arg(m)
             .args(["--rpc", &list, "--rpc-mem", budgets])
             .args([
                 "-p",

@@ -1,6 +1,6 @@
 //! RAM read bandwidth: token generation on the CPU streams every weight once
 //! per token, so bandwidth, not FLOPs, sets the speed. Datasheets do not
-//! know how many channels are populated, so we measure (about 0.3–0.6 s) and
+//! know how many channels are populated, so we measure (0.45 s on the test VM) and
 //! cache the result per CPU model in `ram-bandwidth-v3.json`.
 //!
 //! A figure measured while other processes kept the cores busy is low (on a
