@@ -34,6 +34,7 @@ pub const USES: &[&str] = &[
     "moe",
     "long-context",
     "base",
+    "vision",
 ];
 
 /// A catalog that cannot be used, located at `origin:line`.
@@ -123,6 +124,21 @@ pub struct Entry {
     pub sources: Vec<String>,
     /// Remarks.
     pub notes: Vec<String>,
+    /// First public release (`YYYY-MM-DD` or `YYYY-MM`), from its card or
+    /// release note.
+    pub release: Option<String>,
+    /// Expected quality of the model at 16 bits, on the LMArena text Elo
+    /// scale: the leaderboard's own score where the model is on the pinned
+    /// snapshot, else mapped from its card's benchmarks (`quality_basis`
+    /// says which). `None`: not known; `fit` ranks it below every model
+    /// with a figure.
+    pub quality: Option<f64>,
+    /// Where `quality` comes from, in one line.
+    pub quality_basis: Option<String>,
+    /// Ids of the entries this model replaces.
+    pub supersedes: Vec<String>,
+    /// The sentence of its card or release note that says so.
+    pub supersedes_why: Option<String>,
     /// Quantizations, as listed.
     pub quants: Vec<Quant>,
     /// Line of its `[[model]]` table.
@@ -199,6 +215,7 @@ impl Catalog {
             origin: origin.to_string(),
         };
         cat.check_arch_like().map_err(|(l, msg)| err(l, msg))?;
+        cat.check_supersedes().map_err(|(l, msg)| err(l, msg))?;
         Ok(cat)
     }
 
@@ -237,6 +254,48 @@ impl Catalog {
         q.size_bytes = Some(size_bytes);
         q.size_precision = 0;
         true
+    }
+
+    /// `supersedes` must name other entries of the catalog, and no entry may
+    /// be superseded, through any chain, by itself.
+    fn check_supersedes(&self) -> Result<(), (usize, String)> {
+        for e in &self.entries {
+            for old in &e.supersedes {
+                if old.eq_ignore_ascii_case(&e.id) || self.get(old).is_none() {
+                    return Err((
+                        e.line,
+                        format!("{}: supersedes '{old}', which is not another entry", e.id),
+                    ));
+                }
+            }
+            // Walk the successors' chain: it must end, and not at `e`.
+            let mut seen = vec![e.id.to_ascii_lowercase()];
+            let mut frontier: Vec<&str> = e.supersedes.iter().map(String::as_str).collect();
+            while let Some(id) = frontier.pop() {
+                let id_l = id.to_ascii_lowercase();
+                if seen.contains(&id_l) {
+                    if id_l == seen[0] {
+                        return Err((
+                            e.line,
+                            format!("{}: supersedes itself through '{id}'", e.id),
+                        ));
+                    }
+                    continue;
+                }
+                seen.push(id_l);
+                if let Some(next) = self.get(id) {
+                    frontier.extend(next.supersedes.iter().map(String::as_str));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The entries that list `id` in their `supersedes`.
+    pub fn successors<'a>(&'a self, id: &'a str) -> impl Iterator<Item = &'a Entry> + 'a {
+        self.entries
+            .iter()
+            .filter(move |e| e.supersedes.iter().any(|s| s.eq_ignore_ascii_case(id)))
     }
 
     /// `arch_like` must name an entry with complete facts of its own, and the
@@ -355,6 +414,20 @@ fn entry(m: RawModel, line: usize, text: &str) -> Result<Entry, (usize, String)>
     if m.arch_like.is_some() != m.arch_like_why.is_some() {
         return Err(fail("arch_like and arch_like_why go together".into()));
     }
+    if let Some(r) = m.release.as_deref().filter(|r| !valid_release(r)) {
+        return Err(fail(format!("release '{r}' is not YYYY-MM or YYYY-MM-DD")));
+    }
+    if m.quality.is_some() != m.quality_basis.is_some() {
+        return Err(fail("quality and quality_basis go together".into()));
+    }
+    if let Some(q) = m.quality.filter(|q| !(q.is_finite() && (500.0..=2500.0).contains(q))) {
+        return Err(fail(format!(
+            "quality {q} is not an Elo-scale figure (500 to 2500)"
+        )));
+    }
+    if m.supersedes.is_empty() == m.supersedes_why.is_some() {
+        return Err(fail("supersedes and supersedes_why go together".into()));
+    }
     // Missing facts are fine (they are borrowed or estimated); impossible
     // ones (more layers than llama.cpp allows) are refused here, with their
     // line, rather than when the entry is planned.
@@ -405,9 +478,29 @@ fn entry(m: RawModel, line: usize, text: &str) -> Result<Entry, (usize, String)>
         arch_like_why: m.arch_like_why,
         sources: m.sources,
         notes: m.notes,
+        release: m.release,
+        quality: m.quality,
+        quality_basis: m.quality_basis,
+        supersedes: m.supersedes,
+        supersedes_why: m.supersedes_why,
         quants,
         line,
     })
+}
+
+/// `YYYY-MM` or `YYYY-MM-DD`, with a month 01-12 and a day 01-31.
+fn valid_release(s: &str) -> bool {
+    let parts: Vec<&str> = s.split('-').collect();
+    let num = |p: &str, len: usize, lo: u32, hi: u32| {
+        p.len() == len
+            && p.bytes().all(|b| b.is_ascii_digit())
+            && p.parse::<u32>().is_ok_and(|n| (lo..=hi).contains(&n))
+    };
+    match parts.as_slice() {
+        [y, m] => num(y, 4, 1990, 2100) && num(m, 2, 1, 12),
+        [y, m, d] => num(y, 4, 1990, 2100) && num(m, 2, 1, 12) && num(d, 2, 1, 31),
+        _ => false,
+    }
 }
 
 fn quant(q: RawQuant, model_repo: &str, line: usize) -> Result<Quant, String> {
@@ -531,6 +624,45 @@ size = "0.40 GB"
         assert_eq!(q.size_precision, 5_000_000);
         assert_eq!(q.repo, "me/tiny-GGUF");
         assert!(!q.verified);
+    }
+
+    #[test]
+    fn release_quality_and_supersedes_are_checked_with_their_line() {
+        let with = |extra: &str| ONE.replace("use = [\"chat\"]", &format!("use = [\"chat\"]\n{extra}"));
+        let ok = with("release = \"2025-07\"\nquality = 1300\nquality_basis = \"board\"");
+        let cat = Catalog::parse(&ok, "t.toml").expect("valid");
+        let e = cat.get("tiny").expect("entry");
+        assert_eq!(e.release.as_deref(), Some("2025-07"));
+        assert_eq!(e.quality, Some(1300.0));
+        for (extra, what) in [
+            ("release = \"2025-13-01\"", "release"),
+            ("release = \"July 2025\"", "release"),
+            ("quality = 1300", "quality_basis"),
+            ("quality = 99999\nquality_basis = \"x\"", "Elo"),
+            ("supersedes = [\"tiny\"]\nsupersedes_why = \"x\"", "not another entry"),
+            ("supersedes = [\"nope\"]\nsupersedes_why = \"x\"", "not another entry"),
+            ("supersedes = []\nsupersedes_why = \"x\"", "go together"),
+        ] {
+            let err = Catalog::parse(&with(extra), "t.toml").expect_err(extra);
+            assert!(err.message.contains(what), "{extra}: {err}");
+            assert_eq!(err.line, 2, "{extra}: {err}");
+        }
+        // Two entries that supersede each other.
+        let two = format!(
+            "{}{}",
+            with("supersedes = [\"tiny2\"]\nsupersedes_why = \"x\""),
+            with("supersedes = [\"tiny\"]\nsupersedes_why = \"y\"").replace("id = \"tiny\"", "id = \"tiny2\"")
+        );
+        let err = Catalog::parse(&two, "t.toml").expect_err("a cycle");
+        assert!(err.message.contains("supersedes itself"), "{err}");
+        let one_way = format!(
+            "{}{}",
+            ONE,
+            with("supersedes = [\"tiny\"]\nsupersedes_why = \"y\"").replace("id = \"tiny\"", "id = \"tiny2\"")
+        );
+        let cat = Catalog::parse(&one_way, "t.toml").expect("valid");
+        let succ: Vec<&str> = cat.successors("tiny").map(|e| e.id.as_str()).collect();
+        assert_eq!(succ, ["tiny2"]);
     }
 
     #[test]

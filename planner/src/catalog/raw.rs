@@ -38,6 +38,17 @@ pub(super) struct RawModel {
     pub sources: Vec<String>,
     #[serde(default)]
     pub notes: Vec<String>,
+    /// First public release, `YYYY-MM-DD` or `YYYY-MM`.
+    pub release: Option<String>,
+    /// Expected quality on the LMArena text Elo scale (see
+    /// [`super::Entry::quality`]), and where the figure comes from.
+    pub quality: Option<f64>,
+    pub quality_basis: Option<String>,
+    /// Ids of the entries this model replaces, and the sentence of its card
+    /// or release note that says so.
+    #[serde(default)]
+    pub supersedes: Vec<String>,
+    pub supersedes_why: Option<String>,
     #[serde(default)]
     pub arch: PartialFacts,
     #[serde(default)]
