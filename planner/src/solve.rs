@@ -27,8 +27,7 @@ use crate::plan::{
 };
 use crate::profile::ModelProfile;
 use crate::speed::{
-    self, GpuBasis, LinkSource, NetworkBasis, RamBandwidthSource, RamBasis, SpeedBasis,
-    SpeedCalibration, Throughput,
+    self, GpuBasis, LinkSource, NetworkBasis, RamBasis, SpeedBasis, SpeedCalibration, Throughput,
 };
 /// Smallest default context.
 pub const MIN_DEFAULT_CTX: u32 = 4096;
@@ -122,13 +121,14 @@ fn machine(hw: &HardwareSnapshot, build: Build) -> Machine {
     let threads = hw.cpu.physical_cores.max(1);
     // An RPC worker computes as a CPU does (the worker program runs
     // llama.cpp's CPU backend unless it was built with a GPU one): assumed
-    // like this machine's CPU, as its bandwidth is.
+    // like this machine's CPU, as its bandwidth is, at the per-layer cost
+    // of a machine not measured.
     let thr = sources
         .iter()
         .zip(&gpus)
         .map(|(&(bandwidth, _, fp16), g)| {
             if g.kind == DeviceKind::Rpc {
-                speed::cpu_throughput(bandwidth, threads, &hw.cpu.features)
+                speed::cpu_throughput(bandwidth, threads, &hw.cpu.features, speed::CPU_PER_LAYER_S)
             } else {
                 speed::gpu_throughput(bandwidth, fp16)
             }
@@ -142,8 +142,13 @@ fn machine(hw: &HardwareSnapshot, build: Build) -> Machine {
             alloc_limit_bytes: alloc_limit,
             threads,
         },
-        cpu: speed::cpu_throughput(ram.bandwidth_bytes_per_s, threads, &hw.cpu.features),
-        calibration: ram.speed_calibration.filter(|c| c.runs > 0),
+        cpu: speed::cpu_throughput(
+            ram.bandwidth_bytes_per_s,
+            threads,
+            &hw.cpu.features,
+            speed::cpu_per_layer_s(hw).0,
+        ),
+        calibration: speed::calibration_of(hw),
         gpus: if gpu_usable { thr } else { Vec::new() },
         gpu_sources: if gpu_usable { sources } else { Vec::new() },
         unified,
@@ -237,20 +242,7 @@ fn speed_basis(hw: &HardwareSnapshot, p: &ModelProfile, e: &Estimate, m: &Machin
     let bytes = bytes_per_token(e);
     let cal = m.calibration;
     SpeedBasis {
-        ram: RamBasis {
-            bandwidth_bytes_per_s: hw.ram.bandwidth_bytes_per_s,
-            source: if cal.is_some() {
-                RamBandwidthSource::Calibrated
-            } else if hw.ram.bandwidth_measured {
-                RamBandwidthSource::Measured
-            } else {
-                RamBandwidthSource::Default
-            },
-            calibration_runs: cal.map(|c| c.runs),
-            calibration_decode_factor: cal.map(|c| SpeedCalibration::clamp(c.decode_factor)),
-            calibration_prompt_factor: cal.map(|c| SpeedCalibration::clamp(c.prompt_factor)),
-            bytes_per_token: bytes.first().copied().unwrap_or(0),
-        },
+        ram: RamBasis::of(hw, cal, bytes.first().copied().unwrap_or(0)),
         gpus: e.devices[1..]
             .iter()
             .zip(&m.gpu_sources)

@@ -14,13 +14,14 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::hw::BandwidthSource;
+use crate::hw::{BandwidthSource, HardwareSnapshot, Host};
 
 /// Version of the speed model's formulas and constants. The calibration log
 /// records it with each run, and only runs estimated by this version
 /// calibrate later estimates: a ratio to an older model's estimate says
-/// nothing about this one's.
-pub const SPEED_MODEL_VERSION: u32 = 3;
+/// nothing about this one's. (4: the CPU's per-layer cost follows this
+/// machine's measured barrier time.)
+pub const SPEED_MODEL_VERSION: u32 = 4;
 
 /// Calibration factors are clamped to this range: a run that measured more
 /// than 4× off its estimate is a machine that was busy, asleep or
@@ -93,7 +94,10 @@ impl Throughput {
 /// (0.8–0.9; the larger models, whose time is almost all reading, set it).
 pub const CPU_BANDWIDTH_EFFICIENCY: f64 = 0.8;
 /// Per-layer fixed cost of a CPU decode step (about thirty graph nodes, each
-/// ending in a thread barrier), at 2 threads: what the small models (30
+/// ending in a thread barrier) on a machine whose barrier was not measured:
+/// the default for every machine but this one (a profile's, a named part's,
+/// the typical desktop's), and for this one when the probe could not time
+/// its barrier ([`cpu_per_layer_s`]). Measured at 2 threads: what the small models (30
 /// layers of SmolLM2-135M, 18 of Gemma-3-270M) take beyond their bytes on
 /// the same VM, 0.1–0.2 ms. It was 0.25 ms, fitted while other builds kept
 /// the cores busy (a spinning barrier that loses its core costs a time slice),
@@ -134,9 +138,85 @@ pub const GPU_FLOPS_PER_BYTE: f64 = 60.0;
 /// Apple GPUs alike.
 pub const GPU_FP16_EFFICIENCY: f64 = 0.5;
 
-/// The CPU's throughput from its measured bandwidth, cores and features.
+/// The CPU's per-layer decode cost is the barrier time the probe measured
+/// ([`crate::hw::barrier`]: one round of a spinning barrier with a little
+/// work, at the planner's thread count) times this. It is not a count of
+/// barriers: a layer's ~30 graph nodes each cost far more than the probe's
+/// bare round (thread wake-ups, small ops, activations moving between
+/// cores), and this scale carries all of it, fitted on one machine.
+///
+/// Fitted on the 2-core AMD EPYC (Zen 3) test VM at 2 threads, with
+/// SmolLM2-135M- and Gemma-3-270M-shaped Q4_K_M files (`cargo run --release
+/// --example write_synth -- smollm2-135m Q4_K_M /tmp/smol.gguf`, and
+/// `gemma3-270m`; the demo models' shapes, as the demo files could not be
+/// fetched there), `headroom run FILE -p "Explain how a fridge works." -n
+/// 64 --temp 0 --ignore-eos --json`, each run on a fresh cache (bandwidth
+/// and barrier probed anew) and a fresh data directory, keeping the runs
+/// other processes did not disturb (`other_cpu_cores` ≤ 0.04):
+///
+/// | file | measured tok/s | probe: stream GB/s, barrier µs |
+/// |---|---|---|
+/// | smollm2-135m | 100.3, 112.9, 112.9, 85.2 | 27.1 0.118, 22.9 0.121, 25.7 0.069, 22.5 0.157 |
+/// | gemma3-270m | 68.5, 72.7, 76.5, 64.9 | 34.0 0.445, 33.8 0.114, 22.0 0.125, 22.8 0.065 |
+///
+/// The two models' median times per token (9.38 and 14.16 ms; less 5 ns
+/// per vocabulary entry: 9.13 and 12.85) are two equations in the effective
+/// bandwidth and the per-layer cost (127.3 and 250.2 MB read per token, 30
+/// and 18 layers): 23.6 GB/s and 0.125 ms per layer. Over the probes' median
+/// barrier, 0.12 µs, that is 1043 rounds per layer: 1000 is used, which on
+/// this VM gives the 0.12 ms of [`CPU_PER_LAYER_S`] back at a typical
+/// barrier, and follows the barrier where it is faster or slower (a quiet
+/// probe read 0.065–0.157 µs here; one taken while a build ran, 3.5 ms, a
+/// time slice: such a figure is marked busy and measured again, and
+/// [`CPU_PER_LAYER_RANGE_S`] bounds it meanwhile).
+pub const BARRIERS_PER_LAYER: f64 = 1000.0;
+/// The per-layer cost a measured barrier time may give, seconds: outside
+/// this the measurement is broken (or the machine was asleep), and the range
+/// is used.
+pub const CPU_PER_LAYER_RANGE_S: (f64, f64) = (0.01e-3, 2.0e-3);
+
+/// Where the CPU's per-layer cost came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PerLayerSource {
+    /// From this machine's barrier time, measured by the probe.
+    Measured,
+    /// [`CPU_PER_LAYER_S`]: another machine, or not measured.
+    Default,
+}
+
+/// The CPU's per-layer decode cost for `hw` and where it came from: from
+/// the barrier time measured here ([`BARRIERS_PER_LAYER`] rounds) when the
+/// CPU is this machine's, else [`CPU_PER_LAYER_S`].
 #[must_use]
-pub fn cpu_throughput(bandwidth: f64, threads: u32, features: &[String]) -> Throughput {
+pub fn cpu_per_layer_s(hw: &HardwareSnapshot) -> (f64, PerLayerSource) {
+    match hw.ram.cpu_barrier_s {
+        Some(b) if hw.host == Host::ThisMachine && b.is_finite() && b > 0.0 => (
+            (b * BARRIERS_PER_LAYER).clamp(CPU_PER_LAYER_RANGE_S.0, CPU_PER_LAYER_RANGE_S.1),
+            PerLayerSource::Measured,
+        ),
+        _ => (CPU_PER_LAYER_S, PerLayerSource::Default),
+    }
+}
+
+/// The calibration of `hw`'s CPU, when it has one and the CPU is this
+/// machine's: factors learnt from runs here say nothing of another CPU.
+#[must_use]
+pub fn calibration_of(hw: &HardwareSnapshot) -> Option<SpeedCalibration> {
+    hw.ram
+        .speed_calibration
+        .filter(|c| c.runs > 0 && hw.host == Host::ThisMachine)
+}
+
+/// The CPU's throughput from its bandwidth, cores, features and per-layer
+/// cost ([`cpu_per_layer_s`], or [`CPU_PER_LAYER_S`]).
+#[must_use]
+pub fn cpu_throughput(
+    bandwidth: f64,
+    threads: u32,
+    features: &[String],
+    per_layer_s: f64,
+) -> Throughput {
     let fast = features
         .iter()
         .any(|f| f == "avx2" || f == "dotprod" || f == "neon");
@@ -148,7 +228,7 @@ pub fn cpu_throughput(bandwidth: f64, threads: u32, features: &[String]) -> Thro
     Throughput {
         bandwidth: bandwidth * CPU_BANDWIDTH_EFFICIENCY,
         flops: per_core * f64::from(threads.max(1)),
-        per_layer_s: CPU_PER_LAYER_S,
+        per_layer_s,
         per_vocab_s: SAMPLING_S_PER_VOCAB,
     }
 }
@@ -221,7 +301,7 @@ pub fn with_network(tokens_per_s: f64, network_s: f64) -> f64 {
     }
 }
 
-/// The RAM's part of a [`SpeedBasis`].
+/// The RAM's (and the CPU's) part of a [`SpeedBasis`].
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RamBasis {
     /// Bandwidth the estimate starts from (peak stream bandwidth, before
@@ -229,6 +309,15 @@ pub struct RamBasis {
     pub bandwidth_bytes_per_s: f64,
     /// Where that figure came from.
     pub source: RamBandwidthSource,
+    /// Whose CPU and RAM: this machine's, a profile's, a named part's or an
+    /// assumed typical desktop's.
+    pub host: Host,
+    /// CPU threads the estimate assumes (the host's physical cores).
+    pub threads: u32,
+    /// The CPU's per-layer cost per token, seconds, before calibration.
+    pub per_layer_s: f64,
+    /// Where that figure came from.
+    pub per_layer_source: PerLayerSource,
     /// Runs of this machine the estimate was calibrated from, when it was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub calibration_runs: Option<u32>,
@@ -244,27 +333,72 @@ pub struct RamBasis {
     pub bytes_per_token: u64,
 }
 
+impl RamBasis {
+    /// The basis of `hw`'s CPU side: its RAM bandwidth and where it came
+    /// from, whose machine it is, its threads and per-layer cost, and the
+    /// calibration `cal` (see [`calibration_of`]).
+    #[must_use]
+    pub fn of(hw: &HardwareSnapshot, cal: Option<SpeedCalibration>, bytes_per_token: u64) -> Self {
+        let (per_layer_s, per_layer_source) = cpu_per_layer_s(hw);
+        RamBasis {
+            bandwidth_bytes_per_s: hw.ram.bandwidth_bytes_per_s,
+            source: RamBandwidthSource::of(hw, cal.is_some()),
+            host: hw.host,
+            threads: hw.cpu.physical_cores.max(1),
+            per_layer_s,
+            per_layer_source,
+            calibration_runs: cal.map(|c| c.runs),
+            calibration_decode_factor: cal.map(|c| SpeedCalibration::clamp(c.decode_factor)),
+            calibration_prompt_factor: cal.map(|c| SpeedCalibration::clamp(c.prompt_factor)),
+            bytes_per_token,
+        }
+    }
+}
+
 /// Where the RAM bandwidth figure came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RamBandwidthSource {
-    /// Measured on this machine (now or earlier, from the cache), or stated
-    /// in a hardware profile.
+    /// Measured on this machine (now or earlier, from the cache).
     Measured,
-    /// Measured, then scaled by what earlier runs on this machine measured
-    /// against their estimates.
+    /// Measured here, then scaled by what earlier runs on this machine
+    /// measured against their estimates.
     Calibrated,
-    /// Neither: [`crate::hw::DEFAULT_RAM_BANDWIDTH_BYTES_PER_S`].
+    /// Stated in a hardware profile (`--hw`).
+    Stated,
+    /// A named unified part's memory bandwidth, from the GPU table.
+    LookedUp,
+    /// Assumed for the typical desktop that named discrete cards imply:
+    /// [`crate::hw::TYPICAL_DESKTOP_RAM_BANDWIDTH_BYTES_PER_S`].
+    TypicalDesktop,
+    /// None of those: [`crate::hw::DEFAULT_RAM_BANDWIDTH_BYTES_PER_S`].
     Default,
 }
 
 impl RamBandwidthSource {
+    /// Where `hw`'s RAM bandwidth came from, `calibrated` when this
+    /// machine's calibration applies.
+    #[must_use]
+    pub fn of(hw: &HardwareSnapshot, calibrated: bool) -> Self {
+        match hw.host {
+            Host::NamedPart => Self::LookedUp,
+            Host::TypicalDesktop => Self::TypicalDesktop,
+            Host::ThisMachine if calibrated => Self::Calibrated,
+            Host::ThisMachine if hw.ram.bandwidth_measured => Self::Measured,
+            Host::Profile if hw.ram.bandwidth_measured => Self::Stated,
+            Host::ThisMachine | Host::Profile => Self::Default,
+        }
+    }
+
     /// In words, for text output.
     #[must_use]
     pub fn as_words(self) -> &'static str {
         match self {
             Self::Measured => "measured",
             Self::Calibrated => "calibrated",
+            Self::Stated => "stated in the profile",
+            Self::LookedUp => "looked up by name",
+            Self::TypicalDesktop => "assumed: a typical desktop",
             Self::Default => "default",
         }
     }
@@ -448,5 +582,35 @@ mod tests {
         // 10 layers at 1 ms each dominate a 1 MB read.
         let tps = decode_tokens_per_s(&[1_000_000], &[1], &[10], &[cpu], 0);
         assert!((tps - 1.0 / 0.010001).abs() < 1e-3, "{tps}");
+    }
+
+    #[test]
+    fn the_per_layer_cost_is_this_machines_measured_barrier_or_the_default() {
+        let mut hw = crate::hw::parse_profile("", std::path::Path::new("p")).expect("default");
+        hw.ram.cpu_barrier_s = Some(2e-6);
+        // A profile's machine: the default, whatever was put in it.
+        assert_eq!(
+            cpu_per_layer_s(&hw),
+            (CPU_PER_LAYER_S, PerLayerSource::Default)
+        );
+        hw.host = Host::ThisMachine;
+        assert_eq!(
+            cpu_per_layer_s(&hw),
+            (2e-6 * BARRIERS_PER_LAYER, PerLayerSource::Measured)
+        );
+        // A broken measurement stays in range.
+        hw.ram.cpu_barrier_s = Some(1.0);
+        assert_eq!(cpu_per_layer_s(&hw).0, CPU_PER_LAYER_RANGE_S.1);
+        hw.ram.cpu_barrier_s = None;
+        assert_eq!(
+            cpu_per_layer_s(&hw),
+            (CPU_PER_LAYER_S, PerLayerSource::Default)
+        );
+        let b = RamBasis::of(&hw, None, 7);
+        assert_eq!(
+            (b.host, b.threads, b.bytes_per_token),
+            (Host::ThisMachine, 8, 7)
+        );
+        assert_eq!(b.source, RamBandwidthSource::Default);
     }
 }

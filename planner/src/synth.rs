@@ -40,6 +40,12 @@ pub enum Shape {
     Gemma3_4B,
     /// Qwen3-30B-A3B: 48 layers, 128 experts of which 8 are used per token.
     Qwen3Moe30BA3B,
+    /// SmolLM2-135M (the `demo` model's shape): 30 layers, n_embd 576, 49k
+    /// vocabulary. For speed calibration, not in [`Shape::ALL`].
+    SmolLm2_135M,
+    /// Gemma-3-270M (the `demo-base` model's shape): 18 layers, n_embd 640,
+    /// 262k vocabulary. For speed calibration, not in [`Shape::ALL`].
+    Gemma3_270M,
     /// Llama-3.1-70B: 80 layers, GQA 64/8, 128k context. Used for planning
     /// tests only (not in [`Shape::ALL`], which is loaded through llama.cpp).
     Llama70B,
@@ -120,6 +126,8 @@ impl Shape {
             Shape::Gemma3_4B => "gemma3-4b",
             Shape::Qwen3Moe30BA3B => "qwen3moe-30b-a3b",
             Shape::Llama70B => "llama-70b",
+            Shape::SmolLm2_135M => "smollm2-135m",
+            Shape::Gemma3_270M => "gemma3-270m",
         }
     }
 
@@ -127,7 +135,7 @@ impl Shape {
     pub fn from_name(name: &str) -> Option<Shape> {
         Shape::ALL
             .into_iter()
-            .chain([Shape::Llama70B])
+            .chain([Shape::Llama70B, Shape::SmolLm2_135M, Shape::Gemma3_270M])
             .find(|s| s.name() == name)
     }
 
@@ -192,6 +200,24 @@ impl Shape {
                 n_ctx_train: 131_072,
                 rope_freqs: true,
                 ..llama
+            },
+            Shape::SmolLm2_135M => ShapeSpec {
+                n_layer: 30,
+                n_embd: 576,
+                n_head: 9,
+                n_head_kv: 3,
+                head_dim: 64,
+                n_ff: 1536,
+                n_vocab: 49_152,
+                rope_freq_base: 100_000.0,
+                tied_embeddings: true,
+                ..llama.clone()
+            },
+            Shape::Gemma3_270M => ShapeSpec {
+                n_layer: 18,
+                n_embd: 640,
+                n_ff: 2048,
+                ..gemma.clone()
             },
             Shape::Gemma3_1B => gemma,
             Shape::Gemma3_4B => ShapeSpec {

@@ -62,6 +62,14 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
 /// Detect this machine, or load the profile, then apply `--ram`/`--vram`,
 /// then `--gpu`.
 ///
+/// Whose CPU and RAM bandwidth the plan prices ([`phw::Host`]): this
+/// machine's when probed, `--ram`/`--vram` only resizing its memory (its
+/// measured bandwidth, barrier time and calibration hold); the profile's
+/// with `--hw`; a named unified part's, or a typical desktop's for named
+/// discrete cards, with `--gpu` (`phw::apply_named_gpus`). Only this
+/// machine's plans are calibrated by its runs, and only its runs are
+/// recorded as this machine's.
+///
 /// # Errors
 /// A profile that cannot be read, or an override that does not parse.
 pub fn hardware(machine: &MachineArgs) -> Result<HardwareSnapshot> {
@@ -79,10 +87,8 @@ pub fn hardware(machine: &MachineArgs) -> Result<HardwareSnapshot> {
                 measure_bandwidth: true,
                 cache_dir: crate::files::cache_dir().ok(),
             });
-            // This machine's CPU (whatever --ram/--vram/--gpu say of its
-            // memory): earlier runs here calibrate its speed, and this
-            // process's runs are recorded as this machine's.
-            calibration::set_this_machine(&hw.cpu);
+            // This machine's CPU: earlier runs here calibrate its speed
+            // (`--gpu` drops the factors when it names another host).
             hw.ram.speed_calibration = crate::files::data_dir()
                 .ok()
                 .and_then(|dir| calibration::speed_calibration(&dir, &hw.cpu));
@@ -95,6 +101,10 @@ pub fn hardware(machine: &MachineArgs) -> Result<HardwareSnapshot> {
         Some(cards) => phw::apply_named_gpus(hw, &cards, overrides.ram_bytes.is_some())
             .map_err(|e| UsageError(e.to_string()))?,
     };
+    if hw.host == phw::Host::ThisMachine {
+        // This process's runs are recorded as this machine's.
+        calibration::set_this_machine(&hw.cpu);
+    }
     let workers = machine
         .rpc_workers()
         .map_err(|e| UsageError(format!("{e:#}")))?;

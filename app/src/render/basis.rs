@@ -5,7 +5,7 @@
 use headroom_planner::hw::BandwidthSource;
 use headroom_planner::plan::DeviceKind;
 use headroom_planner::speed::{
-    GpuBasis, LinkSource, NetworkBasis, RamBandwidthSource, RamBasis, SpeedBasis,
+    GpuBasis, LinkSource, NetworkBasis, PerLayerSource, RamBandwidthSource, RamBasis, SpeedBasis,
 };
 
 /// What to do about a GPU bandwidth nobody stated.
@@ -45,8 +45,27 @@ fn ram_source(r: &RamBasis) -> String {
             )
         }
         (RamBandwidthSource::Default, _) => "default, not measured".into(),
+        (RamBandwidthSource::TypicalDesktop, _) => format!(
+            "assumed: a typical desktop's dual-channel DDR5-{:.0}",
+            headroom_planner::hw::TYPICAL_DESKTOP_MT_S / 1e6
+        ),
+        (RamBandwidthSource::LookedUp, _) => "the named part's, looked up".into(),
         (s, _) => s.as_words().into(),
     }
+}
+
+/// The CPU the estimate prices: "2 cores, 0.11 ms/layer (measured)".
+fn cpu_phrase(r: &RamBasis) -> String {
+    format!(
+        "{} core{}, {:.2} ms/layer ({})",
+        r.threads,
+        if r.threads == 1 { "" } else { "s" },
+        r.per_layer_s * 1e3,
+        match r.per_layer_source {
+            PerLayerSource::Measured => "measured",
+            PerLayerSource::Default => "default",
+        }
+    )
 }
 
 fn gpu_phrase(g: &GpuBasis) -> String {
@@ -59,7 +78,12 @@ fn gpu_phrase(g: &GpuBasis) -> String {
 }
 
 fn ram_phrase(r: &RamBasis) -> String {
-    format!("RAM {} ({})", gb_s(r.bandwidth_bytes_per_s), ram_source(r))
+    format!(
+        "RAM {} ({}), {}",
+        gb_s(r.bandwidth_bytes_per_s),
+        ram_source(r),
+        cpu_phrase(r)
+    )
 }
 
 fn per_token(bytes: u64) -> String {
@@ -68,8 +92,9 @@ fn per_token(bytes: u64) -> String {
 
 /// One line for a plan: every device that reads weights, its bandwidth and
 /// source, and its bytes per token ("NVIDIA GeForce RTX 4060 272 GB/s
-/// (looked up by name), 3.91 GB/token; RAM 21.5 GB/s (measured), 0.52
-/// GB/token"). The RAM is left out when it reads nothing and GPUs do.
+/// (looked up by name), 3.91 GB/token; RAM 21.5 GB/s (measured), 2 cores,
+/// 0.11 ms/layer (measured), 0.52 GB/token"). The RAM and CPU are left out
+/// when the RAM reads nothing and GPUs do.
 #[must_use]
 pub fn plan_line(b: &SpeedBasis) -> String {
     let mut parts: Vec<String> = b
@@ -107,8 +132,9 @@ fn network_phrase(n: &NetworkBasis) -> String {
 }
 
 /// One line for a machine (the bandwidths every row of a ranking shares):
-/// "NVIDIA GeForce RTX 4060 272 GB/s (looked up by name); RAM 21.5 GB/s
-/// (measured)".
+/// "NVIDIA GeForce RTX 4060 272 GB/s (looked up by name); RAM 67.2 GB/s
+/// (assumed: a typical desktop's dual-channel DDR5-5600), 8 cores, 0.12
+/// ms/layer (default)".
 #[must_use]
 pub fn machine_line(b: &SpeedBasis) -> String {
     let mut parts: Vec<String> = b.gpus.iter().map(gpu_phrase).collect();
@@ -125,6 +151,10 @@ mod tests {
             ram: RamBasis {
                 bandwidth_bytes_per_s: 21.46e9,
                 source: RamBandwidthSource::Measured,
+                host: headroom_planner::hw::Host::ThisMachine,
+                threads: 2,
+                per_layer_s: 0.11e-3,
+                per_layer_source: PerLayerSource::Measured,
                 calibration_runs: None,
                 calibration_decode_factor: None,
                 calibration_prompt_factor: None,
@@ -148,7 +178,7 @@ mod tests {
         assert_eq!(
             plan_line(&basis(BandwidthSource::Assumed, 610_000_000)),
             "GPU0 360 GB/s (assumed: name the card with --gpu), 4.42 GB/token; \
-             RAM 21.5 GB/s (measured), 0.61 GB/token"
+             RAM 21.5 GB/s (measured), 2 cores, 0.11 ms/layer (measured), 0.61 GB/token"
         );
         assert_eq!(
             plan_line(&basis(BandwidthSource::LookedUp, 0)),
@@ -156,7 +186,7 @@ mod tests {
         );
         assert_eq!(
             machine_line(&basis(BandwidthSource::Reported, 0)),
-            "GPU0 360 GB/s (reported); RAM 21.5 GB/s (measured)"
+            "GPU0 360 GB/s (reported); RAM 21.5 GB/s (measured), 2 cores, 0.11 ms/layer (measured)"
         );
     }
 
@@ -200,5 +230,21 @@ mod tests {
             "{}",
             plan_line(&b)
         );
+        // Another machine's figures say whose they are.
+        b.ram.source = RamBandwidthSource::TypicalDesktop;
+        b.ram.threads = 8;
+        b.ram.per_layer_s = headroom_planner::speed::CPU_PER_LAYER_S;
+        b.ram.per_layer_source = PerLayerSource::Default;
+        assert!(
+            plan_line(&b).contains(
+                "(assumed: a typical desktop's dual-channel DDR5-5600), 8 cores, 0.12 ms/layer (default)"
+            ),
+            "{}",
+            plan_line(&b)
+        );
+        b.ram.source = RamBandwidthSource::LookedUp;
+        assert!(plan_line(&b).contains("(the named part's, looked up)"));
+        b.ram.source = RamBandwidthSource::Stated;
+        assert!(plan_line(&b).contains("(stated in the profile)"));
     }
 }

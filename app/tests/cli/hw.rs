@@ -279,11 +279,31 @@ fn a_plan_for_a_named_gpu_carries_its_speed_basis() {
         on_gpu > 0 && on_gpu <= weights + u64_at(&p, "/devices/1/kv_bytes"),
         "{on_gpu} read per token of {weights} weights"
     );
-    assert!(matches!(
-        str_at(&p, "/speed_basis/ram/source"),
-        "measured" | "calibrated" | "default"
-    ));
+    // A desktop card is not this machine's: the host is a typical
+    // desktop's, stated, and nothing measured here prices it.
+    assert_eq!(str_at(&p, "/speed_basis/ram/source"), "typical_desktop");
+    assert_eq!(str_at(&p, "/speed_basis/ram/host"), "typical_desktop");
+    assert_eq!(
+        f64_at(&p, "/speed_basis/ram/bandwidth_bytes_per_s"),
+        headroom_planner::hw::TYPICAL_DESKTOP_RAM_BANDWIDTH_BYTES_PER_S
+    );
+    assert_eq!(u64_at(&p, "/speed_basis/ram/threads"), 8);
+    assert_eq!(str_at(&p, "/speed_basis/ram/per_layer_source"), "default");
+    assert!(p["speed_basis"]["ram"]["calibration_runs"].is_null());
     u64_at(&p, "/speed_basis/ram/bytes_per_token");
+    // An Apple chip is its own machine: its bandwidth and cores.
+    let m = json(["plan", "--json", "--gpu", "M4 Max 64GB", "-c", "2048"], 0);
+    assert_eq!(str_at(&m, "/speed_basis/ram/source"), "looked_up");
+    assert_eq!(f64_at(&m, "/speed_basis/ram/bandwidth_bytes_per_s"), 546e9);
+    assert_eq!(u64_at(&m, "/speed_basis/ram/threads"), 12);
+    // --ram alone is this machine with other memory.
+    let here = json(
+        [
+            "plan", "--json", "--ram", "8GiB", "--vram", "0", "-c", "2048",
+        ],
+        0,
+    );
+    assert_eq!(str_at(&here, "/speed_basis/ram/host"), "this_machine");
 
     let text = run(["plan", "--ram", "8GiB", "--gpu", "RTX 3060", "-c", "2048"]);
     assert_eq!(text.code, Some(0), "{}", text.stderr);

@@ -330,6 +330,7 @@ mod tests {
             bandwidth_bytes_per_s: 20e9,
             bandwidth_measured: false,
             speed_calibration: None,
+            cpu_barrier_s: None,
         };
         // 512 MiB limit - (200 MiB charged - 50 MiB inactive page cache).
         assert_eq!(ram.budget_bytes(), 362 * MIB);

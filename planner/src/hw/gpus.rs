@@ -64,6 +64,10 @@ pub struct KnownGpu {
     pub memory_gb: Vec<u32>,
     /// Peak memory bandwidth, 10^9 bytes/s.
     pub bandwidth_gb_s: f64,
+    /// For a unified part: the CPU cores llama.cpp computes on by default
+    /// (Apple silicon: its performance cores), from the row's source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_cores: Option<u32>,
     /// Peak dense FP16 throughput, 10^12 FLOP/s (matrix units where the GPU
     /// has them).
     pub fp16_tflops: f64,

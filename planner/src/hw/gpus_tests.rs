@@ -46,6 +46,13 @@ fn the_table_parses_and_is_sane() {
             "{what}: unified parts are the systems on a chip"
         );
         assert!(!g.keys().iter().any(String::is_empty), "{what}: empty key");
+        // CPU cores belong to the parts that are the whole machine.
+        assert!(
+            g.cpu_cores
+                .is_none_or(|c| g.unified && (1..=64).contains(&c)),
+            "{what}: cpu_cores {:?}",
+            g.cpu_cores
+        );
     }
 }
 

@@ -14,7 +14,8 @@
 //! - NVIDIA: NVML, behind the default `nvidia` feature: [`nvidia`];
 //! - AMD (Linux): amdgpu sysfs: [`amd`];
 //! - Apple Silicon: unified memory and the Metal wired limit: [`unified`];
-//! - RAM bandwidth: measured once and cached: [`bandwidth`];
+//! - RAM bandwidth: measured once and cached: [`bandwidth`]; the thread
+//!   barrier's time likewise: [`barrier`];
 //! - GPU bandwidth and FP16 throughput that no driver reports: the table of
 //!   named GPUs, [`gpus`] (also what `--gpu NAME` plans for).
 //!
@@ -26,6 +27,7 @@
 
 pub mod amd;
 pub mod bandwidth;
+pub mod barrier;
 pub mod cgroup;
 pub mod cpu;
 mod error;
@@ -46,8 +48,9 @@ pub use profile::{
 pub use size::{format_size, parse_size};
 pub use types::{
     BandwidthSource, CgroupMemory, CpuInfo, DEFAULT_GPU_BANDWIDTH_BYTES_PER_S,
-    DEFAULT_RAM_BANDWIDTH_BYTES_PER_S, GpuInfo, GpuVendor, HardwareSnapshot, ProbeOptions, RamInfo,
-    Source, UnifiedMemory,
+    DEFAULT_RAM_BANDWIDTH_BYTES_PER_S, GpuInfo, GpuVendor, HardwareSnapshot, Host, ProbeOptions,
+    RamInfo, Source, TYPICAL_DESKTOP_CHANNELS, TYPICAL_DESKTOP_CORES, TYPICAL_DESKTOP_MT_S,
+    TYPICAL_DESKTOP_RAM_BANDWIDTH_BYTES_PER_S, TYPICAL_DESKTOP_STREAM_FRACTION, UnifiedMemory,
 };
 
 /// Reads this machine. Never fails: unreadable parts get safe values
@@ -73,6 +76,7 @@ pub fn probe(opts: &ProbeOptions) -> HardwareSnapshot {
         bandwidth_bytes_per_s: DEFAULT_RAM_BANDWIDTH_BYTES_PER_S,
         bandwidth_measured: false,
         speed_calibration: None,
+        cpu_barrier_s: None,
     };
 
     let cpu = cpu::probe(&mut notes);
@@ -81,6 +85,8 @@ pub fn probe(opts: &ProbeOptions) -> HardwareSnapshot {
     let max_buffer = usize::try_from(ram.budget_bytes() / 4).unwrap_or(usize::MAX);
     (ram.bandwidth_bytes_per_s, ram.bandwidth_measured) =
         bandwidth::ram_bandwidth(opts, &cpu.model, max_buffer, &mut notes);
+    // At the thread count the planner assumes (the physical cores).
+    ram.cpu_barrier_s = bandwidth::barrier_time(opts, &cpu.model, cpu.physical_cores, &mut notes);
 
     let mut gpus = nvidia::probe(&mut notes);
     for g in &mut gpus {
@@ -112,6 +118,7 @@ pub fn probe(opts: &ProbeOptions) -> HardwareSnapshot {
         source: Source::Probed,
         notes,
         rpc_link_bytes_per_s: None,
+        host: Host::ThisMachine,
     }
 }
 

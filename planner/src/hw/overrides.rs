@@ -4,12 +4,13 @@
 use std::path::PathBuf;
 
 use super::HwError;
-use super::gpus::NamedGpu;
-use super::profile::load_profile;
+use super::gpus::{KnownGpu, NamedGpu};
+use super::profile::{DEFAULT_PROFILE_CORES, default_features, load_profile};
 use super::size::format_size;
 use super::types::{
-    BandwidthSource, DEFAULT_GPU_BANDWIDTH_BYTES_PER_S, GpuInfo, GpuVendor, HardwareSnapshot,
-    Source, UnifiedMemory,
+    BandwidthSource, CpuInfo, DEFAULT_GPU_BANDWIDTH_BYTES_PER_S, GpuInfo, GpuVendor,
+    HardwareSnapshot, Host, Source, TYPICAL_DESKTOP_CORES, TYPICAL_DESKTOP_MT_S,
+    TYPICAL_DESKTOP_RAM_BANDWIDTH_BYTES_PER_S, TYPICAL_DESKTOP_STREAM_FRACTION, UnifiedMemory,
 };
 use super::unified;
 
@@ -39,7 +40,10 @@ pub struct Overrides {
 ///    without GPU. (`--gpu` names cards instead: [`apply_named_gpus`].)
 ///
 /// The source becomes [`Source::Overridden`] when `ram_bytes` or
-/// `vram_bytes` is given, and a note records each override.
+/// `vram_bytes` is given, and a note records each override. The host stays
+/// what it was: `--ram` and `--vram` alone describe this machine (or the
+/// profile's) with other memory sizes, so its CPU, RAM bandwidth, probed
+/// per-layer cost and calibration still hold ([`Host`]).
 ///
 /// # Errors
 /// Profile errors from [`load_profile`]; [`HwError::InvalidOverride`] for a
@@ -204,8 +208,20 @@ pub fn add_rpc_devices(mut s: HardwareSnapshot, devices: &[RpcDevice]) -> Hardwa
 ///   unless `ram_given` (`--ram` already set it). The GPU may use the
 ///   vendor's default share: macOS's ([`unified::apple_default_gpu_limit`])
 ///   or Linux's GTT size for an AMD APU
-///   ([`unified::amd_default_gpu_limit`]). The CPU stays this machine's
-///   (or the profile's).
+///   ([`unified::amd_default_gpu_limit`]). The part is the machine: the
+///   RAM bandwidth is the part's (the table's), the CPU is the part's
+///   (`cpu_cores` from the table, else [`DEFAULT_PROFILE_CORES`], said in a
+///   note; its architecture's default features), whatever the probe or a
+///   profile said ([`Host::NamedPart`]).
+/// - Discrete cards on this machine's probe imply a typical desktop host
+///   ([`Host::TypicalDesktop`]: [`TYPICAL_DESKTOP_RAM_BANDWIDTH_BYTES_PER_S`],
+///   [`TYPICAL_DESKTOP_CORES`] x86-64 cores with AVX2), not this machine,
+///   whose CPU does not sit beside those cards. On a profile's machine
+///   (`--hw`) they keep the profile's CPU and bandwidth: the profile states
+///   the machine.
+///
+/// Whenever the host changes, what was measured or calibrated on this
+/// machine (the per-layer barrier time, the calibration factors) is dropped.
 ///
 /// # Errors
 /// [`HwError::InvalidOverride`] for no card, or a unified part named with
@@ -257,6 +273,24 @@ pub fn apply_named_gpus(
             gpu_limit_bytes: limit,
             source: source.into(),
         });
+        let cpu = part_cpu(first.gpu);
+        s.notes.push(format!(
+            "CPU and RAM bandwidth of the {}: {} cores{}, {:.0} GB/s (looked up, not this machine's)",
+            names[0],
+            cpu.physical_cores,
+            if first.gpu.cpu_cores.is_some() {
+                ""
+            } else {
+                " (assumed: the table does not list its cores)"
+            },
+            first.gpu.bandwidth_gb_s
+        ));
+        set_host(
+            &mut s,
+            Host::NamedPart,
+            first.gpu.bandwidth_bytes_per_s(),
+            cpu,
+        );
         s.notes.push(format!(
             "GPU set by --gpu: {} ({:.0} GB/s), sharing {} of RAM{}; up to {} for the GPU",
             names[0],
@@ -272,6 +306,15 @@ pub fn apply_named_gpus(
             .enumerate()
             .map(|(i, c)| named_gpu(i, c, c.memory_bytes()))
             .collect();
+        if s.host == Host::ThisMachine {
+            set_host(
+                &mut s,
+                Host::TypicalDesktop,
+                TYPICAL_DESKTOP_RAM_BANDWIDTH_BYTES_PER_S,
+                typical_desktop_cpu(),
+            );
+            s.notes.push(TYPICAL_DESKTOP_NOTE.to_string());
+        }
         s.notes.push(format!(
             "GPUs replaced by --gpu: {}",
             cards
@@ -288,6 +331,55 @@ pub fn apply_named_gpus(
     }
     s.source = Source::Overridden;
     Ok(s)
+}
+
+/// What the plan says of the typical desktop assumed for named discrete cards.
+pub const TYPICAL_DESKTOP_NOTE: &str = "host assumed for the named cards: a typical desktop, \
+8 x86-64 cores with AVX2 and dual-channel DDR5-5600 read at 67 GB/s (0.75 of its 89.6 GB/s \
+peak); not this machine (give its profile with --hw to plan for a stated one)";
+
+/// Makes `host` the snapshot's CPU and RAM: its bandwidth (not measured
+/// here) and CPU, and nothing this machine measured or calibrated.
+fn set_host(s: &mut HardwareSnapshot, host: Host, bandwidth: f64, cpu: CpuInfo) {
+    s.host = host;
+    s.ram.bandwidth_bytes_per_s = bandwidth;
+    s.ram.bandwidth_measured = false;
+    s.ram.speed_calibration = None;
+    s.ram.cpu_barrier_s = None;
+    s.cpu = cpu;
+}
+
+/// The CPU of a unified part: Apple silicon is arm64, Strix Halo x86-64,
+/// each with its architecture's default features; the table's cores, else
+/// [`DEFAULT_PROFILE_CORES`].
+fn part_cpu(g: &KnownGpu) -> CpuInfo {
+    let arch = if g.vendor == GpuVendor::Apple {
+        "aarch64"
+    } else {
+        "x86_64"
+    };
+    let cores = g.cpu_cores.unwrap_or(DEFAULT_PROFILE_CORES);
+    CpuInfo {
+        model: format!("{} (named part)", g.full_name()),
+        physical_cores: cores,
+        logical_cores: cores,
+        arch: arch.into(),
+        features: default_features(arch),
+    }
+}
+
+/// The CPU of the typical desktop ([`Host::TypicalDesktop`]).
+fn typical_desktop_cpu() -> CpuInfo {
+    CpuInfo {
+        model: format!(
+            "typical desktop (assumed: {TYPICAL_DESKTOP_CORES} cores, DDR5-{:.0} at {TYPICAL_DESKTOP_STREAM_FRACTION} of peak)",
+            TYPICAL_DESKTOP_MT_S / 1e6
+        ),
+        physical_cores: TYPICAL_DESKTOP_CORES,
+        logical_cores: 2 * TYPICAL_DESKTOP_CORES,
+        arch: "x86_64".into(),
+        features: default_features("x86_64"),
+    }
 }
 
 /// A named card as device `i` with `bytes` of memory, all free.
@@ -534,5 +626,152 @@ mod tests {
         assert!(e.to_string().contains("named alone"), "{e}");
         let e = apply_named_gpus(container(), &[], false).expect_err("none");
         assert!(e.to_string().contains("--gpu"), "{e}");
+    }
+
+    /// The container fixture as if probed here: its bandwidth measured, its
+    /// barrier timed, its runs calibrating it.
+    fn this_machine() -> HardwareSnapshot {
+        let mut s = container();
+        s.host = Host::ThisMachine;
+        s.source = Source::Probed;
+        s.ram.bandwidth_bytes_per_s = 14e9;
+        s.ram.bandwidth_measured = true;
+        s.ram.cpu_barrier_s = Some(2e-6);
+        s.ram.speed_calibration = Some(crate::speed::SpeedCalibration {
+            runs: 3,
+            decode_factor: 1.2,
+            prompt_factor: 0.9,
+        });
+        s
+    }
+
+    #[test]
+    fn ram_and_vram_alone_keep_this_machines_cpu_and_figures() {
+        let o = Overrides {
+            ram_bytes: Some(32 * GIB),
+            vram_bytes: Some(vec![8 * GIB]),
+            profile: None,
+        };
+        let here = this_machine();
+        let s = apply_overrides(here.clone(), &o).expect("valid");
+        assert_eq!(s.host, Host::ThisMachine);
+        assert_eq!(s.cpu, here.cpu);
+        assert_eq!(s.ram.bandwidth_bytes_per_s, 14e9);
+        assert_eq!(s.ram.cpu_barrier_s, Some(2e-6));
+        assert_eq!(s.ram.speed_calibration, here.ram.speed_calibration);
+        assert!(crate::speed::calibration_of(&s).is_some());
+        assert_eq!(
+            crate::speed::cpu_per_layer_s(&s).1,
+            crate::speed::PerLayerSource::Measured
+        );
+    }
+
+    #[test]
+    fn named_discrete_cards_imply_a_typical_desktop_not_this_machine() {
+        let here = this_machine();
+        let s = apply_named_gpus(here.clone(), &[card("rtx4060")], false).expect("valid");
+        assert_eq!(s.host, Host::TypicalDesktop);
+        assert_eq!(
+            s.ram.bandwidth_bytes_per_s,
+            TYPICAL_DESKTOP_RAM_BANDWIDTH_BYTES_PER_S
+        );
+        // 2 channels x 8 bytes x 5600 MT/s x 0.75.
+        assert!((TYPICAL_DESKTOP_RAM_BANDWIDTH_BYTES_PER_S - 67.2e9).abs() < 1e3);
+        assert!(!s.ram.bandwidth_measured);
+        assert_eq!(s.cpu.physical_cores, TYPICAL_DESKTOP_CORES);
+        assert_eq!(s.cpu.arch, "x86_64");
+        assert!(s.cpu.features.iter().any(|f| f == "avx2"));
+        // Nothing measured or learnt here carries over.
+        assert_eq!(s.ram.speed_calibration, None);
+        assert_eq!(s.ram.cpu_barrier_s, None);
+        assert_eq!(crate::speed::calibration_of(&s), None);
+        assert_eq!(
+            crate::speed::cpu_per_layer_s(&s),
+            (
+                crate::speed::CPU_PER_LAYER_S,
+                crate::speed::PerLayerSource::Default
+            )
+        );
+        assert!(
+            s.notes.iter().any(|n| n.contains("typical desktop")),
+            "{:?}",
+            s.notes
+        );
+        // The memory sizes are still this machine's (or --ram's).
+        assert_eq!(s.ram.budget_bytes(), here.ram.budget_bytes());
+        assert_eq!(
+            crate::speed::RamBandwidthSource::of(&s, false),
+            crate::speed::RamBandwidthSource::TypicalDesktop
+        );
+    }
+
+    #[test]
+    fn named_discrete_cards_on_a_profile_keep_the_profiles_machine() {
+        let profile = parse_profile(
+            "[cpu]\nphysical_cores = 6\n[ram]\nbandwidth_bytes_per_s = 3.1e10\n",
+            Path::new("p.toml"),
+        )
+        .expect("valid");
+        let s = apply_named_gpus(profile.clone(), &[card("rtx3090")], false).expect("valid");
+        assert_eq!(s.host, Host::Profile);
+        assert_eq!(s.cpu, profile.cpu);
+        assert_eq!(s.ram.bandwidth_bytes_per_s, 3.1e10);
+        assert_eq!(
+            crate::speed::RamBandwidthSource::of(&s, false),
+            crate::speed::RamBandwidthSource::Stated
+        );
+        // Without a stated bandwidth, the stated default, not this machine's.
+        let bare = parse_profile("", Path::new("p.toml")).expect("valid");
+        let s = apply_named_gpus(bare, &[card("rtx3090")], false).expect("valid");
+        assert_eq!(
+            s.ram.bandwidth_bytes_per_s,
+            super::super::DEFAULT_RAM_BANDWIDTH_BYTES_PER_S
+        );
+        assert_eq!(
+            crate::speed::RamBandwidthSource::of(&s, false),
+            crate::speed::RamBandwidthSource::Default
+        );
+        // A profile is never calibrated, whatever a caller put in it.
+        let mut p = profile;
+        p.ram.speed_calibration = this_machine().ram.speed_calibration;
+        p.ram.cpu_barrier_s = Some(1e-6);
+        assert_eq!(crate::speed::calibration_of(&p), None);
+        assert_eq!(
+            crate::speed::cpu_per_layer_s(&p).1,
+            crate::speed::PerLayerSource::Default
+        );
+    }
+
+    #[test]
+    fn a_named_unified_part_brings_its_cpu_and_bandwidth() {
+        for base in [this_machine(), container()] {
+            let s = apply_named_gpus(base, &[card("M4 Max 64GB")], false).expect("valid");
+            assert_eq!(s.host, Host::NamedPart);
+            // The part's memory bandwidth, the GPU table's figure.
+            assert_eq!(s.ram.bandwidth_bytes_per_s, 546e9);
+            assert!(!s.ram.bandwidth_measured);
+            // 40-core GPU M4 Max: 16-core CPU, 12 of them performance cores.
+            assert_eq!(s.cpu.physical_cores, 12);
+            assert_eq!(s.cpu.arch, "aarch64");
+            assert!(s.cpu.features.iter().any(|f| f == "neon"));
+            assert_eq!(s.ram.speed_calibration, None);
+            assert_eq!(s.ram.cpu_barrier_s, None);
+            assert_eq!(
+                crate::speed::RamBandwidthSource::of(&s, false),
+                crate::speed::RamBandwidthSource::LookedUp
+            );
+        }
+        let s =
+            apply_named_gpus(this_machine(), &[card("Strix Halo 128GB")], false).expect("valid");
+        assert_eq!((s.cpu.physical_cores, s.cpu.arch.as_str()), (16, "x86_64"));
+        assert_eq!(s.ram.bandwidth_bytes_per_s, 256e9);
+        // A part whose cores the table does not list: 8, and the note says so.
+        let s = apply_named_gpus(this_machine(), &[card("M5 Max 128GB")], false).expect("valid");
+        assert_eq!(s.cpu.physical_cores, DEFAULT_PROFILE_CORES);
+        assert!(
+            s.notes.iter().any(|n| n.contains("assumed")),
+            "{:?}",
+            s.notes
+        );
     }
 }

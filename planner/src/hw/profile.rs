@@ -60,7 +60,7 @@ use super::HwError;
 use super::size::{format_size, parse_size};
 use super::types::{
     BandwidthSource, CgroupMemory, CpuInfo, DEFAULT_RAM_BANDWIDTH_BYTES_PER_S, GpuInfo, GpuVendor,
-    HardwareSnapshot, RamInfo, Source, UnifiedMemory,
+    HardwareSnapshot, Host, RamInfo, Source, UnifiedMemory,
 };
 
 const GIB: u64 = 1 << 30;
@@ -302,6 +302,7 @@ fn build(file: ProfileFile, path: &Path) -> Result<HardwareSnapshot, String> {
         bandwidth_bytes_per_s: bandwidth.unwrap_or(DEFAULT_RAM_BANDWIDTH_BYTES_PER_S),
         bandwidth_measured: bandwidth.is_some(),
         speed_calibration: None,
+        cpu_barrier_s: None,
     };
 
     let cpu_s = file.cpu.unwrap_or_default();
@@ -411,6 +412,7 @@ fn build(file: ProfileFile, path: &Path) -> Result<HardwareSnapshot, String> {
         source: Source::Profile(path.to_path_buf()),
         notes: Vec::new(),
         rpc_link_bytes_per_s: None,
+        host: Host::Profile,
     })
 }
 
@@ -426,7 +428,7 @@ fn check_bandwidth(value: Option<f64>, key: &str) -> Result<Option<f64>, String>
 
 /// SIMD features assumed for a CPU whose profile lists none: what any CPU of
 /// that architecture sold in the last ~8 years has.
-fn default_features(arch: &str) -> Vec<String> {
+pub(crate) fn default_features(arch: &str) -> Vec<String> {
     let names: &[&str] = match arch {
         "x86_64" => &["avx", "avx2", "fma", "f16c"],
         "aarch64" => &["neon", "dotprod", "fp16"],

@@ -45,7 +45,76 @@ pub struct HardwareSnapshot {
     /// is assumed.
     #[serde(default)]
     pub rpc_link_bytes_per_s: Option<f64>,
+    /// Whose CPU and RAM bandwidth the snapshot describes: this machine's
+    /// (probed, measured here, calibrated by its runs), a profile's, a named
+    /// unified part's or an assumed typical desktop's. Only this machine's
+    /// take the figures probed or calibrated here.
+    #[serde(default)]
+    pub host: Host,
 }
+
+/// Whose CPU and RAM a [`HardwareSnapshot`] describes: what its speed
+/// figures (RAM bandwidth, cores, per-layer cost, calibration) rest on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Host {
+    /// This machine, probed (`--ram`/`--vram` only resize its memory): its
+    /// RAM bandwidth and per-layer cost measured here, its runs calibrate it.
+    ThisMachine,
+    /// A hardware profile's machine (`--hw`): its stated RAM bandwidth, else
+    /// [`DEFAULT_RAM_BANDWIDTH_BYTES_PER_S`]; the per-layer cost is the
+    /// speed model's default. Also what a snapshot that does not say is
+    /// taken for: never this machine unless the probe said so.
+    #[default]
+    Profile,
+    /// The machine of a unified part named with `--gpu` (Apple silicon,
+    /// Strix Halo): the part's memory bandwidth (the GPU table's) and its
+    /// CPU (cores from the table).
+    NamedPart,
+    /// Named discrete cards (`--gpu`) on no stated machine: an assumed
+    /// typical desktop ([`TYPICAL_DESKTOP_RAM_BANDWIDTH_BYTES_PER_S`],
+    /// [`TYPICAL_DESKTOP_CORES`] cores with AVX2).
+    TypicalDesktop,
+}
+
+impl Host {
+    /// In words, for text output.
+    #[must_use]
+    pub fn as_words(self) -> &'static str {
+        match self {
+            Self::ThisMachine => "this machine",
+            Self::Profile => "the hardware profile",
+            Self::NamedPart => "the named part",
+            Self::TypicalDesktop => "a typical desktop (assumed)",
+        }
+    }
+}
+
+/// Memory transfers per second of the typical desktop assumed for named
+/// discrete cards: DDR5-5600, the memory speed the current desktop CPUs are
+/// rated for (AMD Ryzen 9000 "up to 5600 MT/s", Intel Core 14th generation
+/// "up to DDR5 5600 MT/s", their product pages).
+pub const TYPICAL_DESKTOP_MT_S: f64 = 5600e6;
+/// Memory channels of that desktop: two 64-bit channels (two or four
+/// DIMMs), every mainstream desktop socket's.
+pub const TYPICAL_DESKTOP_CHANNELS: f64 = 2.0;
+/// Fraction of the theoretical peak (channels × 8 bytes × transfers/s) that
+/// headroom's stream test is taken to read on that desktop. A tuned read
+/// benchmark reaches about 0.9 on dual-channel desktops (guru3d's AIDA64
+/// memory reads: 46 GB/s of DDR4-3200's 51.2, 31 GB/s of DDR4-2133's 34.1);
+/// a plain multi-threaded sum like headroom's, and the Infinity Fabric that
+/// caps AMD desktop parts' reads, get less: 0.75 is assumed, not measured
+/// on such a machine.
+pub const TYPICAL_DESKTOP_STREAM_FRACTION: f64 = 0.75;
+/// RAM bandwidth of the typical desktop assumed for named discrete cards:
+/// 2 channels × 8 bytes × 5600 MT/s = 89.6 GB/s theoretical, × 0.75 = 67.2
+/// GB/s (see the three constants above).
+pub const TYPICAL_DESKTOP_RAM_BANDWIDTH_BYTES_PER_S: f64 =
+    TYPICAL_DESKTOP_CHANNELS * 8.0 * TYPICAL_DESKTOP_MT_S * TYPICAL_DESKTOP_STREAM_FRACTION;
+/// Cores of that desktop: 8 (a Ryzen 7 or Core i5/i7's performance cores),
+/// x86-64 with AVX2, as headroom's default hardware profile
+/// ([`super::DEFAULT_PROFILE_CORES`]).
+pub const TYPICAL_DESKTOP_CORES: u32 = 8;
 
 /// Where a [`HardwareSnapshot`] came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -90,6 +159,13 @@ pub struct RamInfo {
     /// scaled by it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speed_calibration: Option<crate::speed::SpeedCalibration>,
+    /// Seconds one round of a spinning thread barrier took on this machine at
+    /// its physical cores' thread count, measured by the probe
+    /// ([`super::barrier`]); the CPU's per-layer cost follows from it
+    /// ([`crate::speed::cpu_per_layer_s`]). `None` when not measured or for
+    /// another machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_barrier_s: Option<f64>,
 }
 
 /// A memory cgroup's limit and usage.
@@ -305,7 +381,7 @@ pub struct ProbeOptions {
     /// Measure RAM bandwidth (0.45 s for `hw` on the 2-core test VM) when no
     /// cached value exists.
     pub measure_bandwidth: bool,
-    /// Folder for `ram-bandwidth-v3.json`, the measurement cache; `None` = no
+    /// Folder for `ram-bandwidth-v4.json`, the measurement cache; `None` = no
     /// cache (neither read nor written).
     pub cache_dir: Option<PathBuf>,
 }
@@ -326,6 +402,7 @@ mod tests {
             bandwidth_bytes_per_s: DEFAULT_RAM_BANDWIDTH_BYTES_PER_S,
             bandwidth_measured: false,
             speed_calibration: None,
+            cpu_barrier_s: None,
         }
     }
 

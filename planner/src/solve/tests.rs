@@ -14,6 +14,7 @@ use proptest::prelude::*;
 use super::*;
 use crate::hw::{self, Overrides};
 use crate::profile;
+use crate::speed::RamBandwidthSource;
 use crate::synth::facts::{self, PartialFacts};
 use crate::synth::mix::FileType;
 use crate::synth::{self, Mix, Shape};
@@ -517,7 +518,10 @@ fn rpc_workers_put_the_network_in_the_speed() {
 fn calibration_scales_the_cpu_side_and_is_named() {
     let m = dense(8_000_000_000, FileType::Q4_K_M);
     let s = Settings::default();
-    let plain = snapshot(64 * GIB, &[]);
+    // Calibration is this machine's only (a profile's never is), so the
+    // default profile stands in for this machine here.
+    let mut plain = snapshot(64 * GIB, &[]);
+    plain.host = hw::Host::ThisMachine;
     let calibrated = |decode_factor, prompt_factor| {
         let mut hw = plain.clone();
         hw.ram.speed_calibration = Some(SpeedCalibration {
@@ -557,7 +561,8 @@ fn calibration_scales_the_cpu_side_and_is_named() {
     assert_eq!(wild.est_prompt_tokens_per_s, base.est_prompt_tokens_per_s);
 
     // With layers on a GPU only the CPU's share of each token speeds up.
-    let offload = snapshot(64 * GIB, &[4 * GIB]);
+    let mut offload = snapshot(64 * GIB, &[4 * GIB]);
+    offload.host = hw::Host::ThisMachine;
     let mut cal_offload = offload.clone();
     cal_offload.ram.speed_calibration = Some(SpeedCalibration {
         runs: 1,
