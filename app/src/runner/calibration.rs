@@ -15,6 +15,14 @@
 //! ([`SPEED_MODEL_VERSION`]) count, each against the estimate before
 //! calibration, so calibrating never compounds. Lines written before these
 //! fields existed still read; they simply never calibrate.
+//!
+//! A run that other work disturbed says nothing of the machine: on a 2-core
+//! VM, llama.cpp's threads spin at a barrier per graph node, and a run that
+//! loses a core for a moment decodes at a fraction of its speed (6.4 tok/s
+//! beside quiet runs' 100). Each run records the cores other processes used
+//! while it decoded ([`OtherWork`]); a run where they used
+//! [`DISTURBED_CORES`] or more is kept but marked `disturbed`, and neither
+//! calibrates nor is shown as the last run.
 
 use std::path::Path;
 use std::sync::OnceLock;
@@ -88,6 +96,97 @@ pub struct Entry {
     /// The speed model's prompt estimate before calibration.
     #[serde(default)]
     pub model_prompt_tokens_per_s: f64,
+    /// Cores other processes used while the run decoded ([`OtherWork`]);
+    /// `None` where not known (not Linux, a decode too short to tell, an
+    /// older line).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_cpu_cores: Option<f64>,
+    /// Other work disturbed the run ([`disturbed`]): it neither calibrates
+    /// nor is shown as the last run.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub disturbed: bool,
+}
+
+/// Other processes using this many cores or more while a run decoded
+/// disturbed it: the soak test's threshold for comparing speeds, which on
+/// the 2-core test VM separates the runs within ±10% of each other from
+/// those at 2–50% of their speed.
+pub const DISTURBED_CORES: f64 = 0.3;
+
+/// Whether a run during which other processes used `other_cores` was
+/// disturbed ([`DISTURBED_CORES`]); an unknown figure is not.
+#[must_use]
+pub fn disturbed(other_cores: Option<f64>) -> bool {
+    other_cores.is_some_and(|c| c >= DISTURBED_CORES)
+}
+
+/// The CPU time other processes use while this one works: every CPU's busy
+/// time (`/proc/stat`, less idle and I/O wait) less this process's own
+/// (`getrusage`, all its threads), over the wall time. Linux only; the soak
+/// test of the speed estimate reads the same figure from `run --json`
+/// (`measured.other_cpu_cores`).
+#[derive(Debug, Clone, Copy)]
+pub struct OtherWork {
+    start: std::time::Instant,
+    all_busy_s: f64,
+    own_s: f64,
+}
+
+/// Below this the clock ticks of `/proc/stat` (10 ms) are too coarse to
+/// tell a core's tenth: no figure.
+const MIN_WINDOW_S: f64 = 0.25;
+
+impl OtherWork {
+    /// Start counting now; `None` where the counters cannot be read.
+    #[must_use]
+    pub fn start() -> Option<Self> {
+        Some(OtherWork {
+            start: std::time::Instant::now(),
+            all_busy_s: all_busy_seconds()?,
+            own_s: own_cpu_seconds()?,
+        })
+    }
+
+    /// Cores other processes used since [`OtherWork::start`]; `None` when
+    /// the counters cannot be read or under a quarter of a second passed.
+    #[must_use]
+    pub fn cores(&self) -> Option<f64> {
+        let wall = self.start.elapsed().as_secs_f64();
+        if wall < MIN_WINDOW_S {
+            return None;
+        }
+        let others = (all_busy_seconds()? - self.all_busy_s) - (own_cpu_seconds()? - self.own_s);
+        Some((others.max(0.0) / wall * 100.0).round() / 100.0)
+    }
+}
+
+/// Busy CPU seconds of every CPU since boot: `/proc/stat`'s first line,
+/// less idle and I/O wait.
+fn all_busy_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let v: Vec<f64> = stat
+        .lines()
+        .next()?
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (hz > 0.0)
+        .then(|| (v.iter().sum::<f64>() - v.get(3).unwrap_or(&0.0) - v.get(4).unwrap_or(&0.0)) / hz)
+}
+
+/// This process's CPU seconds, every thread's, user and system.
+fn own_cpu_seconds() -> Option<f64> {
+    // SAFETY: getrusage writes the struct it is given.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &raw mut ru) } != 0 {
+        return None;
+    }
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    Some(t(ru.ru_utime) + t(ru.ru_stime))
 }
 
 /// Which machine a run measured: architecture, CPU model and physical
@@ -133,7 +232,8 @@ fn ratio(measured: f64, estimated: f64) -> Option<f64> {
 /// The calibration `entries` give `machine` at `threads`: the median
 /// measured ÷ estimated decode speed of the last [`CALIBRATION_RUNS`] runs
 /// that qualify (this speed model, this machine and thread count, no GPU
-/// layers, at least [`MIN_DECODE_TOKENS`] generated), and the median prompt
+/// layers, at least [`MIN_DECODE_TOKENS`] generated, not disturbed by other
+/// work), and the median prompt
 /// ratio of those of them with a prompt of at least [`MIN_PROMPT_TOKENS`]
 /// (1 when none had). `None` without a qualifying run.
 #[must_use]
@@ -154,6 +254,7 @@ pub fn calibration_from(
                 && e.threads == threads
                 && e.cpu_only
                 && e.tokens_generated >= MIN_DECODE_TOKENS
+                && !e.disturbed
         })
         .filter_map(|e| {
             Some((
@@ -251,11 +352,15 @@ pub fn append(dir: &Path, entry: &Entry) -> Result<()> {
     })
 }
 
-/// The most recent entry for this plan's model and settings.
+/// The most recent entry for this plan's model and settings that other
+/// work did not disturb.
 #[must_use]
 pub fn last_for(dir: &Path, plan: &Plan) -> Option<Entry> {
     let k = key(plan);
-    read(dir).into_iter().rev().find(|e| e.key == k)
+    read(dir)
+        .into_iter()
+        .rev()
+        .find(|e| e.key == k && !e.disturbed)
 }
 
 /// Seconds since the Unix epoch.
@@ -291,6 +396,8 @@ mod tests {
             tokens_generated: 0,
             model_decode_tokens_per_s: 0.0,
             model_prompt_tokens_per_s: 0.0,
+            other_cpu_cores: None,
+            disturbed: false,
         }
     }
 
@@ -344,6 +451,11 @@ mod tests {
             Entry {
                 tokens_generated: 4,
                 ..run("m", 1.0, 1.0)
+            },
+            Entry {
+                other_cpu_cores: Some(0.9),
+                disturbed: true,
+                ..run("m", 0.1, 1.0)
             },
             entry("k", 1),
         ];
@@ -410,5 +522,51 @@ mod tests {
             all.iter().map(|e| e.key.as_str()).collect::<Vec<_>>(),
             ["a", "b"]
         );
+    }
+
+    #[test]
+    fn a_disturbed_run_is_kept_but_neither_calibrates_nor_is_the_last_run() {
+        assert!(!disturbed(None));
+        assert!(!disturbed(Some(0.29)));
+        assert!(disturbed(Some(DISTURBED_CORES)));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let quiet = Entry {
+            other_cpu_cores: Some(0.02),
+            ..run("m", 20.0, 100.0)
+        };
+        let busy = Entry {
+            other_cpu_cores: Some(1.1),
+            disturbed: true,
+            ..run("m", 2.0, 10.0)
+        };
+        append(dir.path(), &quiet).expect("append");
+        append(dir.path(), &busy).expect("append");
+        let log = read(dir.path());
+        assert_eq!(log.len(), 2, "kept");
+        assert!(log[1].disturbed);
+        let c = calibration_from(&log, "m", 2).expect("the quiet run");
+        assert_eq!(c.runs, 1);
+        assert!((c.decode_factor - 2.0).abs() < 1e-9, "{c:?}");
+        // A quiet line does not write the flag; an old line reads as quiet.
+        let text = std::fs::read_to_string(dir.path().join(FILE_NAME)).expect("read");
+        assert_eq!(text.matches("\"disturbed\":true").count(), 1, "{text}");
+        assert_eq!(text.matches("disturbed").count(), 1, "{text}");
+    }
+
+    #[test]
+    fn other_work_is_counted_over_a_long_enough_window() {
+        let Some(w) = OtherWork::start() else {
+            return; // not Linux
+        };
+        assert_eq!(w.cores(), None, "too short to tell");
+        // This process busy for 0.3 s: its own time is not counted.
+        let start = std::time::Instant::now();
+        let mut x = 0u64;
+        while start.elapsed().as_secs_f64() < 0.3 {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        let c = w.cores().expect("a long enough window");
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        assert!((0.0..=cores).contains(&c), "{c}");
     }
 }

@@ -135,6 +135,8 @@ pub struct Generation {
     pub prompt_time: Duration,
     /// Time to generate (sampling and evaluating each generated token).
     pub decode_time: Duration,
+    /// Cores other processes used meanwhile ([`calibration::OtherWork`]).
+    pub other_cpu_cores: Option<f64>,
     /// Why it ended.
     pub stop_reason: StopReason,
 }
@@ -467,6 +469,7 @@ impl Session<'_> {
             tokens_generated: 0,
             prompt_time,
             decode_time: Duration::ZERO,
+            other_cpu_cores: None,
             stop_reason: StopReason::Interrupted,
         };
         if interrupted {
@@ -485,6 +488,7 @@ impl Session<'_> {
         let mut utf8 = Utf8Stream::default();
         let mut stops = StopMatcher::new(opts.stop.iter().cloned());
         let t1 = Instant::now();
+        let other_work = calibration::OtherWork::start();
         let reason = loop {
             if cancel.load(Ordering::Relaxed) {
                 break StopReason::Interrupted;
@@ -550,6 +554,7 @@ impl Session<'_> {
             }
         };
         out.decode_time = t1.elapsed();
+        out.other_cpu_cores = other_work.and_then(|w| w.cores());
         if reason != StopReason::StopString {
             let mut tail = utf8.finish();
             tail.insert_str(0, &stops.finish());

@@ -70,6 +70,10 @@ pub struct Measured {
     pub rss_after_load_bytes: u64,
     /// GPU memory in use per GPU after the run (device-wide); empty without one.
     pub vram_used_bytes: Vec<u64>,
+    /// Cores other processes used while this run decoded (`null` where not
+    /// known); from [`calibration::DISTURBED_CORES`] on, the run was
+    /// disturbed and does not calibrate later estimates.
+    pub other_cpu_cores: Option<f64>,
     /// What llama.cpp's accounting of this load puts on each device (its
     /// weights, KV cache and compute buffers), beside the plan's figure for
     /// the same buffers: for an RPC worker, what the worker holds for it.
@@ -120,6 +124,7 @@ impl Report {
             measured: Measured {
                 rss_after_load_bytes: rss_after_load,
                 vram_used_bytes: measure::vram_used_bytes(),
+                other_cpu_cores: g.other_cpu_cores,
                 llama_devices: Vec::new(),
             },
             stop_reason: g.stop_reason,
@@ -164,6 +169,8 @@ pub fn record(plan: &Plan, r: &Report) {
             plan.est_prompt_tokens_per_s,
             basis.ram.calibration_prompt_factor,
         ),
+        other_cpu_cores: r.measured.other_cpu_cores,
+        disturbed: calibration::disturbed(r.measured.other_cpu_cores),
     };
     if let Err(e) = crate::files::data_dir().and_then(|d| calibration::append(&d, &entry)) {
         tracing::warn!("calibration log not written: {e:#}");

@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 use headroom_planner::hw::format_size;
 use serde_json::Value;
 
+use headroom::runner::calibration::{DISTURBED_CORES, disturbed};
+
 use crate::bench_common::load_average;
 use crate::support::{Sandbox, f64_at, one_at_a_time, str_at, u64_at};
 
@@ -141,33 +143,10 @@ fn wait_for_quiet() -> Result<(), f64> {
     }
 }
 
-/// CPU seconds every process has used (`/proc/stat`), and this process's
-/// reaped children.
-fn cpu_seconds() -> Option<(f64, f64)> {
-    let stat = std::fs::read_to_string("/proc/stat").ok()?;
-    let v: Vec<f64> = stat
-        .lines()
-        .next()?
-        .split_whitespace()
-        .skip(1)
-        .take(8)
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    let all = (v.iter().sum::<f64>() - v.get(3)? - v.get(4)?) / hz;
-    // SAFETY: getrusage writes the struct it is given.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &raw mut ru) } != 0 {
-        return None;
-    }
-    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
-    Some((all, t(ru.ru_utime) + t(ru.ru_stime)))
-}
-
-/// A timed run that other processes did not disturb (they used under 0.3
-/// of a core while it ran): up to five tries, each once the machine is
-/// quiet; `None` when none was.
+/// A timed run that other processes did not disturb (they used under
+/// [`DISTURBED_CORES`] while it decoded, as `run --json` reports in
+/// `measured.other_cpu_cores` and the calibration log records): up to five
+/// tries, each once the machine is quiet; `None` when none was.
 fn undisturbed_run(model: &str) -> Option<Value> {
     for _ in 0..5 {
         if let Err(load) = wait_for_quiet() {
@@ -176,17 +155,11 @@ fn undisturbed_run(model: &str) -> Option<Value> {
         }
         let sb = Sandbox::new();
         let cache = fresh_cache(&sb);
-        let (t0, c0) = (Instant::now(), cpu_seconds());
         let mut cmd = sb.cmd(run_args(model, &[]));
         cmd.env("HEADROOM_CACHE_DIR", &cache);
         let r = crate::support::output_of(cmd).ok("run").json("run --json");
-        let others = match (c0, cpu_seconds()) {
-            (Some((a0, m0)), Some((a1, m1))) => {
-                ((a1 - a0) - (m1 - m0)).max(0.0) / t0.elapsed().as_secs_f64()
-            }
-            _ => 0.0,
-        };
-        if others < 0.3 {
+        let others = r["measured"]["other_cpu_cores"].as_f64().unwrap_or(0.0);
+        if !disturbed(Some(others)) {
             return Some(r);
         }
         eprintln!("{model}: other processes used {others:.2} cores during the run; again");
@@ -223,6 +196,11 @@ mod soak {
                 assert_eq!(
                     source, "measured",
                     "a fresh data directory has no history, a fresh cache no figure"
+                );
+                assert_eq!(
+                    str_at(&r, "/planned/speed_basis/ram/per_layer_source"),
+                    "measured",
+                    "the probe times this machine's barrier"
                 );
                 let est = f64_at(&r, "/planned/decode_tokens_per_s");
                 let measured = f64_at(&r, "/decode_tokens_per_s");
