@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use headroom_planner::hw::format_size;
 use serde_json::Value;
 
-use headroom::runner::calibration::{DISTURBED_CORES, disturbed};
+use headroom::runner::calibration::disturbed;
 
 use crate::bench_common::load_average;
 use crate::support::{Sandbox, f64_at, one_at_a_time, str_at, u64_at};
@@ -144,7 +144,7 @@ fn wait_for_quiet() -> Result<(), f64> {
 }
 
 /// A timed run that other processes did not disturb (they used under
-/// [`DISTURBED_CORES`] while it decoded, as `run --json` reports in
+/// `calibration::DISTURBED_CORES` while it decoded, as `run --json` reports in
 /// `measured.other_cpu_cores` and the calibration log records): up to five
 /// tries, each once the machine is quiet; `None` when none was.
 fn undisturbed_run(model: &str) -> Option<Value> {
@@ -249,6 +249,21 @@ fn history_moves_the_estimate_toward_the_measured_speed() {
         u64::from(headroom_planner::speed::SPEED_MODEL_VERSION)
     );
     assert_eq!(f64_at(&line, "/model_decode_tokens_per_s"), est_before);
+    // A run other work disturbed is kept but teaches nothing; this test is
+    // about the arithmetic, so such a line is then taken as quiet.
+    let (log, line) = if line["disturbed"].as_bool() == Some(true) {
+        let p = sb.plan_json(&OPTS, 0);
+        assert_ne!(str_at(&p, "/speed_basis/ram/source"), "calibrated");
+        assert!(p["last_run"].is_null(), "a disturbed run is no last run");
+        let mut quiet = line.clone();
+        quiet["disturbed"] = false.into();
+        // The sandbox's log holds this one run.
+        let log = format!("{quiet}\n");
+        std::fs::write(sb.path().join("calibration.jsonl"), &log).expect("write the log");
+        (log, quiet)
+    } else {
+        (log, line)
+    };
 
     // One run: the estimate is now that run's speed (to rounding).
     let after = sb.plan_json(&OPTS, 0);
