@@ -167,8 +167,8 @@ pub const GPU_FP16_EFFICIENCY: f64 = 0.5;
 /// this VM gives the 0.12 ms of [`CPU_PER_LAYER_S`] back at a typical
 /// barrier, and follows the barrier where it is faster or slower (a quiet
 /// probe read 0.065–0.157 µs here; one taken while a build ran, 3.5 ms, a
-/// time slice: such a figure is marked busy and measured again, and
-/// [`CPU_PER_LAYER_RANGE_S`] bounds it meanwhile).
+/// time slice: so none is taken on a busy machine, and
+/// [`CPU_PER_LAYER_RANGE_S`] bounds whatever is).
 pub const BARRIERS_PER_LAYER: f64 = 1000.0;
 /// The per-layer cost a measured barrier time may give, seconds: outside
 /// this the measurement is broken (or the machine was asleep), and the range
