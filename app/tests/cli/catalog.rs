@@ -1212,3 +1212,91 @@ fn every_entry_s_synthetic_header_loads_in_llama_cpp() {
     }
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
+
+/// Every `quality` of `models.toml` follows from the evidence kept in
+/// `tests/catalog/quality-facts.json` (issue #20): a board row whose score
+/// it is, a board sibling of the same release and the stated Elo per
+/// doubling of parameters, or a card's GPQA through the stated fit. An entry
+/// without a record has no figure.
+#[test]
+fn every_quality_figure_follows_from_its_kept_evidence() {
+    let cat = catalog();
+    let v: Value = serde_json::from_str(&workspace_file("tests/catalog/quality-facts.json"))
+        .expect("quality facts are JSON");
+    let records = v["models"].as_array().expect("models");
+    let by_id = |id: &str| records.iter().find(|r| r["id"] == id);
+    let k = v["k_family"].as_f64().expect("k_family");
+    let max_factor = v["max_factor"].as_f64().expect("max_factor");
+    let fit = &v["card_fit"];
+    let (a, b) = (fit["a"].as_f64().expect("a"), fit["b"].as_f64().expect("b"));
+    let offset = (fit["reasoning_residual_mean"].as_f64().expect("offset") * 10.0).round() / 10.0;
+    // A board row: rank, rank upper bound, model, score, ….
+    let board_score = |excerpt: &str| -> (String, f64) {
+        let cols: Vec<&str> = excerpt.split(',').collect();
+        (
+            cols[2].to_string(),
+            cols[3].parse().expect("a score in the row"),
+        )
+    };
+    let mut kinds = std::collections::BTreeMap::<String, usize>::new();
+    for e in cat.entries() {
+        let r = by_id(&e.id);
+        let (Some(q), Some(r)) = (e.quality, r) else {
+            assert!(
+                e.quality.is_none() && r.is_none(),
+                "{}: a quality figure and its record go together",
+                e.id
+            );
+            continue;
+        };
+        assert_eq!(r["quality"].as_f64(), Some(q), "{}", e.id);
+        let basis = e.quality_basis.as_deref().expect("basis");
+        assert_eq!(r["basis"].as_str(), Some(basis), "{}", e.id);
+        let kind = r["kind"].as_str().expect("kind");
+        *kinds.entry(kind.to_string()).or_default() += 1;
+        let excerpt = r["excerpt"].as_str().expect("excerpt");
+        match kind.trim_end_matches("-qat") {
+            "board" => {
+                let (name, score) = board_score(excerpt);
+                assert!(basis.contains(&name), "{}: {basis}", e.id);
+                assert_eq!(score, q, "{}: {excerpt}", e.id);
+            }
+            "family" => {
+                let (_, sib) = board_score(excerpt);
+                assert_eq!(r["sibling_elo"].as_f64(), Some(sib), "{}", e.id);
+                let sibling = r["sibling"].as_str().expect("sibling");
+                assert_eq!(
+                    cat.get(sibling).and_then(|s| s.quality),
+                    Some(sib),
+                    "{}",
+                    e.id
+                );
+                let (n, ns) = (
+                    r["params_b"].as_f64().expect("params"),
+                    r["sibling_params_b"].as_f64().expect("sibling params"),
+                );
+                assert!(n.max(ns) / n.min(ns) <= max_factor, "{}: {n} vs {ns}", e.id);
+                assert_eq!((sib + k * (n / ns).log2()).round(), q, "{}", e.id);
+            }
+            "card" => {
+                let gpqa = r["gpqa"].as_f64().expect("gpqa");
+                assert!(
+                    excerpt.contains(&format!("\"score\": {gpqa}")),
+                    "{}: {excerpt}",
+                    e.id
+                );
+                let reasoning = r["reasoning"].as_bool().expect("reasoning");
+                let want = a + b * gpqa + if reasoning { offset } else { 0.0 };
+                assert_eq!(want.round(), q, "{}", e.id);
+            }
+            other => panic!("{}: unknown kind {other}", e.id),
+        }
+    }
+    // What the issue's machines are ranked by: most models have a figure.
+    let with: usize = kinds.values().sum();
+    let ranked = cat.entries().iter().filter(|e| !e.has_use("base")).count();
+    assert!(
+        with * 3 >= ranked * 2,
+        "{with} of {ranked} have a figure: {kinds:?}"
+    );
+}
