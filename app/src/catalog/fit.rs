@@ -1,24 +1,23 @@
-//! `headroom fit`: which catalog models run on a machine, best first.
+//! `headroom fit`: which catalog models to run on a machine, best first.
 //!
-//! For each model, the quantization is the one `headroom plan` would choose
-//! among its files ([`solve::choose`]: the highest-quality file that fits
-//! fully, else the best offload), except that a plan whose weights would
-//! page from disk counts as not fitting. Models are then sorted by:
+//! Each model is planned at its quantizations (the solver places layers and
+//! MoE experts as `headroom plan` would; a plan whose weights would page
+//! from disk counts as not running). Its row shows the configuration
+//! [`rank::pick`] chooses: the highest expected quality (the model's
+//! quality figure less its quantization's loss, on the LMArena Elo scale)
+//! among those at or above the purpose's speed floor, else the fastest.
+//! Rows are sorted by [`rank::cmp_rows`]: usable (at or above the floor)
+//! before too slow before not running; checked architectures first; then
+//! expected quality (usable rows) or speed (too slow ones). A model whose
+//! successor (`supersedes` in the catalog) is usable on the same machine is
+//! hidden unless `--all` is given. [`headroom_planner::rank`] has the rules
+//! and their property tests.
 //!
-//! 1. **fit class**: runs fully (every layer on the GPUs, or in RAM on a
-//!    machine without GPU) > runs with layers or experts in RAM > does not
-//!    fit;
-//! 2. architectures the planner was checked on against llama.cpp's own
-//!    accounting before the others ([`headroom_planner::rank::trust_class`]);
-//! 3. **quality class**, in half-octave steps of model size
-//!    ([`headroom_planner::rank`] has the rule): larger, more bits and faster
-//!    than 10 tok/s rank higher; an MoE model counts as √(total × active);
-//! 4. models whose architecture is estimated from the parameter count after
-//!    those whose facts are known;
-//! 5. **speed**: estimated decode tokens per second; then the id.
-//!
-//! More memory never moves a model to a lower fit class, nor to a
-//! lower-quality quantization within the fit class "runs fully".
+//! The purpose (`--use`'s first tag: chat, code or reasoning) sets the
+//! speed floor (`--min-speed` replaces it) and the context: code and
+//! reasoning models get 32k and 16k where the model allows, when that costs
+//! under [`CTX_SPEED_COST`] of the speed; otherwise the row says what the
+//! longer context would cost.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -28,8 +27,11 @@ use headroom_planner::hw::{self, HardwareSnapshot, Overrides};
 use headroom_planner::plan::{Plan, Settings, Verdict};
 // The ranking's pure decisions live (and are property-tested) in the planner;
 // re-exported because they are part of this module's public face.
-pub use headroom_planner::rank::{fit_class, quality_class, trust_class};
-use headroom_planner::solve::{self, Build};
+use headroom_planner::rank::{self, RowKey, expected_quality};
+pub use headroom_planner::rank::{
+    Config, Purpose, Standing, fit_class, quality_class, quant_loss_elo, trust_class,
+};
+use headroom_planner::solve::Build;
 use headroom_planner::speed::SpeedBasis;
 use headroom_planner::synth::facts::ArchFacts;
 use headroom_planner::synth::mix::FileType;
@@ -38,8 +40,16 @@ use serde::Serialize;
 use super::plan::{ArchBasis, QuantPlan, ResolvedArch, plan_quant, resolve_arch};
 use super::{Catalog, Entry};
 
+/// The context every file is planned at to choose among them (the solver's
+/// smallest default): the purpose's own is tried on the pick.
+pub const BASE_CTX: u32 = headroom_planner::solve::MIN_DEFAULT_CTX;
+
+/// The share of speed a purpose's longer context may cost before `fit`
+/// keeps the shorter one and shows the trade instead.
+pub const CTX_SPEED_COST: f64 = 0.15;
+
 /// What to rank, and with which settings.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Query {
     /// Planner settings (`-c`, cache types, …) for every model.
     pub settings: Settings,
@@ -50,16 +60,66 @@ pub struct Query {
     pub uses: Vec<String>,
     /// `--max-download`: only quantizations at most this large.
     pub max_download: Option<u64>,
+    /// What the models are for (`--use`'s first tag).
+    pub purpose: Purpose,
+    /// `--min-speed`: the speed floor, replacing the purpose's.
+    pub min_speed: Option<f64>,
+    /// `--all`: keep models whose successor is usable too.
+    pub all: bool,
+}
+
+impl Default for Query {
+    fn default() -> Query {
+        Query {
+            settings: Settings::default(),
+            min_ctx: None,
+            uses: Vec::new(),
+            max_download: None,
+            purpose: Purpose::Chat,
+            min_speed: None,
+            all: false,
+        }
+    }
 }
 
 impl Query {
-    /// The settings each plan is made with.
-    fn plan_settings(&self) -> Settings {
+    /// The settings each file of a model trained for `train` tokens (0:
+    /// unknown) is planned and chosen with: `-c` or `--min-ctx` when given,
+    /// else [`BASE_CTX`] (or the training context when shorter), the same
+    /// for every model and machine, so that speeds compare and more memory
+    /// never makes a file slower. The purpose's context is tried on the
+    /// pick afterwards.
+    fn plan_settings(&self, train: u64) -> Settings {
         let mut s = self.settings.clone();
         if let Some(min) = self.min_ctx {
             s.n_ctx = Some(s.n_ctx.map_or(min, |c| c.max(min)));
         }
+        if s.n_ctx.is_none() {
+            let train = u32::try_from(train).unwrap_or(u32::MAX);
+            s.n_ctx = Some(if train == 0 {
+                BASE_CTX
+            } else {
+                BASE_CTX.min(train)
+            });
+        }
         s
+    }
+
+    /// The speed floor in tokens/s.
+    #[must_use]
+    pub fn floor(&self) -> f64 {
+        self.min_speed.unwrap_or_else(|| self.purpose.min_speed())
+    }
+
+    /// The context the purpose asks of a model trained for `train` tokens
+    /// (0: unknown), unless the user fixed the context.
+    fn purpose_ctx(&self, train: u64) -> Option<u32> {
+        if self.settings.n_ctx.is_some() || self.min_ctx.is_some() {
+            return None;
+        }
+        let want = self.purpose.min_ctx();
+        let train = u32::try_from(train).unwrap_or(u32::MAX);
+        Some(if train == 0 { want } else { want.min(train) })
     }
 }
 
@@ -78,6 +138,12 @@ pub struct Row {
     pub quant: Option<String>,
     /// The plan's verdict, in `plan`'s words.
     pub verdict: Verdict,
+    /// How it stands against the speed floor.
+    pub standing: Standing,
+    /// The purpose ranked for.
+    pub purpose: Purpose,
+    /// Its speed floor in tokens/s (or `--min-speed`).
+    pub min_speed: f64,
     /// Layers on GPUs (null when nothing fits).
     pub n_gpu_layers: Option<u32>,
     /// Planned context.
@@ -88,6 +154,23 @@ pub struct Row {
     pub est_decode_tokens_per_s: Option<f64>,
     /// Bytes to download for the chosen quantization.
     pub download_bytes: Option<u64>,
+    /// Where the download size comes from: "listed" (a README table),
+    /// "exact" (a byte count recorded by a third party), "verified" (read
+    /// on the hub by `catalog refresh`) or "derived" (from the
+    /// architecture facts).
+    pub size_basis: Option<&'static str>,
+    /// The model's quality at 16 bits (LMArena text Elo scale), when known.
+    pub quality: Option<f64>,
+    /// Where `quality` comes from.
+    pub quality_basis: Option<String>,
+    /// Elo points the chosen quantization costs.
+    pub quant_loss: Option<f64>,
+    /// `quality` less `quant_loss`: what the ranking compares.
+    pub expected_quality: Option<f64>,
+    /// First public release.
+    pub release: Option<String>,
+    /// Ids of usable models that supersede this one (shown with `--all`).
+    pub superseded_by: Vec<String>,
     /// Anything here was derived rather than listed: the download size, or
     /// the architecture (hence the memory plan).
     pub estimated: bool,
@@ -106,9 +189,10 @@ pub struct Row {
     /// The planner was held to llama.cpp's accounting on this architecture
     /// (`headroom_planner::arch::VERIFIED`); unverified ones rank lower.
     pub arch_verified: bool,
-    /// Quality class (see the module docs).
+    /// Size-based quality class (the order of models without a quality
+    /// figure; see [`headroom_planner::rank`]).
     pub quality_class: i32,
-    /// One line on why this quantization and placement.
+    /// Why this configuration, in words.
     pub why: String,
     /// What the speed estimate assumes (the plan's `speed_basis`: each
     /// device's bandwidth and its source, bytes read per token), of the
@@ -116,6 +200,19 @@ pub struct Row {
     pub speed_basis: SpeedBasis,
     /// The full `plan --json` object of the chosen quantization.
     pub plan: Option<Plan>,
+}
+
+impl Row {
+    fn key(&self) -> RowKey<'_> {
+        RowKey {
+            standing: self.standing,
+            trust: u8::from(self.arch_verified),
+            quality: self.expected_quality,
+            size_class: self.quality_class,
+            tokens_per_s: self.est_decode_tokens_per_s.unwrap_or(0.0),
+            id: &self.id,
+        }
+    }
 }
 
 /// A machine with `ram` bytes of RAM and these GPUs (none when empty),
@@ -136,9 +233,15 @@ pub fn machine(ram: u64, vram: &[u64]) -> Result<HardwareSnapshot> {
     )?)
 }
 
-/// Whether an entry passes the query's use and context filters.
+/// Whether an entry passes the query's use and context filters. Without
+/// `--use`, the ranking is for chat: models tagged `chat` (a coder or a
+/// thinking-only model is ranked with `--use code` or `--use reasoning`).
+/// A base model (pretrained, not tuned to follow instructions) is ranked
+/// only when `--use base` asks for it.
 fn selected(e: &Entry, arch: &ResolvedArch, q: &Query) -> bool {
-    let uses_ok = q.uses.iter().all(|u| e.has_use(u));
+    let base_ok = !e.has_use("base") || q.uses.iter().any(|u| u.eq_ignore_ascii_case("base"));
+    let uses_ok =
+        base_ok && q.uses.iter().all(|u| e.has_use(u)) && (!q.uses.is_empty() || e.has_use("chat"));
     let ctx_ok = match q.min_ctx {
         // An unknown training context promises nothing.
         Some(min) => arch.facts.context_length >= u64::from(min),
@@ -154,12 +257,20 @@ struct Candidate {
     index: usize,
     /// Effective bits per weight (the solver's quality measure).
     bpw: f64,
-    /// Bytes of all weights, and of the repeating layers.
+    /// Bytes of all weights.
     weights: u64,
-    layers: u64,
+    /// Expected quality (None without a quality figure).
+    quality: Option<f64>,
 }
 
-/// The quantizations of `e` to consider, highest effective bits first.
+impl Candidate {
+    fn merit(&self) -> f64 {
+        self.quality.unwrap_or(self.bpw)
+    }
+}
+
+/// The quantizations of `e` to consider, best expected quality first (most
+/// bits first for a model without a quality figure).
 fn candidates(e: &Entry, arch: &ResolvedArch, q: &Query) -> Vec<Candidate> {
     let n = arch.skeleton.n_params().max(1) as f64;
     let mut out: Vec<Candidate> = e
@@ -167,7 +278,7 @@ fn candidates(e: &Entry, arch: &ResolvedArch, q: &Query) -> Vec<Candidate> {
         .iter()
         .enumerate()
         .filter_map(|(index, quant)| {
-            let (weights, layers) = arch.skeleton.weight_bytes(quant.file_type);
+            let (weights, _) = arch.skeleton.weight_bytes(quant.file_type);
             let size = quant.size_bytes.unwrap_or(weights);
             q.max_download
                 .is_none_or(|max| size <= max)
@@ -175,20 +286,22 @@ fn candidates(e: &Entry, arch: &ResolvedArch, q: &Query) -> Vec<Candidate> {
                     index,
                     bpw: weights as f64 * 8.0 / n,
                     weights,
-                    layers,
+                    quality: expected_quality(e.quality, quant.file_type),
                 })
         })
         .collect();
-    out.sort_by(|a, b| b.bpw.total_cmp(&a.bpw));
+    out.sort_by(|a, b| {
+        b.merit()
+            .total_cmp(&a.merit())
+            .then(b.bpw.total_cmp(&a.bpw))
+    });
     out
 }
 
-/// Memory bounds that no plan can exceed, to skip plans that cannot run:
-/// the most GPU memory and RAM the machine could offer.
+/// The most memory the machine could offer, to skip plans that cannot run.
 struct Caps {
     gpu: u64,
     ram: u64,
-    has_gpu: bool,
 }
 
 impl Caps {
@@ -201,21 +314,9 @@ impl Caps {
         if let Some(u) = &hw.unified {
             gpu = gpu.max(u.gpu_limit_bytes);
         }
-        let has_gpu = build.gpu && (gpu > 0);
         Caps {
-            gpu: if has_gpu { gpu } else { 0 },
+            gpu: if build.gpu { gpu } else { 0 },
             ram: hw.ram.total_bytes.max(hw.ram.available_bytes),
-            has_gpu,
-        }
-    }
-
-    /// Whether `c` could possibly run fully: every layer on the GPUs, or
-    /// every weight in RAM without GPU.
-    fn may_run_fully(&self, c: &Candidate) -> bool {
-        if self.has_gpu {
-            c.layers <= self.gpu
-        } else {
-            c.weights <= self.ram
         }
     }
 
@@ -225,31 +326,28 @@ impl Caps {
     }
 }
 
-/// Plans already made in one ranking, by architecture, mix and placement
-/// mode: entries sharing an architecture (`arch_like`, fine-tunes listing
-/// the same files) get the very same plan, so it is made once.
+/// Plans already made in one ranking, by architecture, mix and context:
+/// entries sharing an architecture (`arch_like`, fine-tunes listing the
+/// same files) get the very same plan, so it is made once.
 #[derive(Default)]
 struct Memo {
-    plans: Mutex<HashMap<(ArchFacts, FileType, bool), QuantPlan>>,
+    plans: Mutex<HashMap<(ArchFacts, FileType, Option<u32>), QuantPlan>>,
 }
 
 impl Memo {
-    /// Plan quantization `index` of `e` (all layers forced onto the GPUs
-    /// when `all_layers`), or reuse the plan of the same file type of the
-    /// same architecture.
-    #[allow(clippy::too_many_arguments)]
+    /// Plan quantization `index` of `e` with `settings`, or reuse the plan
+    /// of the same file type of the same architecture.
     fn plan(
         &self,
         e: &Entry,
         index: usize,
         arch: &ResolvedArch,
         settings: &Settings,
-        all_layers: bool,
         hw: &HardwareSnapshot,
         build: Build,
     ) -> Result<QuantPlan> {
         let quant = &e.quants[index];
-        let key = (arch.facts.clone(), quant.file_type, all_layers);
+        let key = (arch.facts.clone(), quant.file_type, settings.n_ctx);
         let cached = self
             .plans
             .lock()
@@ -268,11 +366,7 @@ impl Memo {
             qp.download_bytes = quant.size_bytes.unwrap_or(qp.plan.model.file_bytes);
             return Ok(qp);
         }
-        let mut s = settings.clone();
-        if all_layers {
-            s.n_gpu_layers = Some(u32::MAX);
-        }
-        let qp = plan_quant(e, index, arch, &s, hw, build)?;
+        let qp = plan_quant(e, index, arch, settings, hw, build)?;
         self.plans
             .lock()
             .map_err(|_| anyhow::anyhow!("a planning thread panicked"))?
@@ -305,44 +399,35 @@ pub fn fit_verdict(p: &Plan) -> Verdict {
     }
 }
 
+/// A planned quantization as the ranking sees it.
+fn config_of(e: &Entry, qp: &QuantPlan) -> Config {
+    Config {
+        runs: runs(&qp.plan),
+        tokens_per_s: qp.plan.est_decode_tokens_per_s,
+        quality: expected_quality(e.quality, e.quants[qp.index].file_type),
+        bits_per_weight: qp.bpw,
+    }
+}
+
 /// The plans of one entry that decide its row.
 struct Planned {
-    /// Plans made, highest bits first.
+    /// Plans made, best expected quality first.
     plans: Vec<QuantPlan>,
     /// Index into `plans` of the pick.
     best: Option<usize>,
-    /// The next-larger quantization, which does not run fully, when the
-    /// pick runs fully.
-    above: Option<usize>,
+    /// What the purpose's context did: the pick runs at it, or what it
+    /// would have cost.
+    ctx_note: Option<String>,
 }
 
-/// The plan [`solve::choose`] picks among `plans`, counting plans that page
-/// from disk as not fitting.
-fn chosen(plans: &[QuantPlan]) -> Option<usize> {
-    let bpw: Vec<f64> = plans.iter().map(|p| p.bpw).collect();
-    let view: Vec<Plan> = plans
-        .iter()
-        .map(|p| {
-            let mut plan = p.plan.clone();
-            plan.verdict = fit_verdict(&p.plan);
-            plan.alternatives.clear();
-            plan
-        })
-        .collect();
-    let best = solve::choose(view, &bpw)?;
-    plans
-        .iter()
-        .position(|p| p.plan.model.path == best.model.path)
-}
-
-/// Plan the candidates of `e` and pick one, as [`solve::choose`] would
-/// among all of them, planning as few as that allows:
-/// 1. the highest-bits quantization that runs with every layer on the GPUs
-///    (or in RAM without GPU) wins outright; whether one does is a cheap
-///    plan with all layers placed, and only the winner is planned in full;
-/// 2. otherwise the plans are made highest bits first, and stop once no
-///    remaining file could beat the best offload score (bits per weight ×
-///    min(1, tok/s ÷ 10) ≤ bits per weight).
+/// Plan the candidates of `e` and pick one ([`rank::pick`]), planning as
+/// few as that allows. On one machine a larger file never decodes faster
+/// (more bytes per token, fewer layers on the GPU), so the usable files are
+/// the ones up to some size: bisection over the files by size finds it in
+/// about log2(files) plans, and the pick is the best expected quality at
+/// or under it. That one is planned too, and should it not be usable after
+/// all, every file is planned best first until one is. When none is
+/// usable, the smallest (the fastest) is shown.
 fn plan_entry(
     memo: &Memo,
     e: &Entry,
@@ -351,112 +436,189 @@ fn plan_entry(
     build: Build,
     q: &Query,
 ) -> Result<Planned> {
-    let settings = q.plan_settings();
-    let cands = candidates(e, arch, q);
+    let settings = q.plan_settings(arch.facts.context_length);
+    let floor = q.floor();
     let caps = Caps::of(hw, build);
-    if settings.n_gpu_layers.is_none() {
-        for (k, c) in cands.iter().enumerate() {
-            if !caps.may_run_fully(c) {
-                continue;
-            }
-            let whole = memo.plan(e, c.index, arch, &settings, true, hw, build)?;
-            if whole.plan.verdict == Verdict::Fits && runs(&whole.plan) {
-                let qp = memo.plan(e, c.index, arch, &settings, false, hw, build)?;
-                let above = k.checked_sub(1).map(|a| cands[a].index);
-                return Ok(Planned {
-                    plans: vec![qp],
-                    best: Some(0),
-                    above,
-                });
-            }
+    let all = candidates(e, arch, q);
+    // Best expected quality first (`candidates`' order), and by size.
+    let cands: Vec<&Candidate> = all.iter().filter(|c| caps.may_run(c)).collect();
+    let mut by_size = cands.clone();
+    by_size.sort_by(|a, b| a.weights.cmp(&b.weights).then(a.index.cmp(&b.index)));
+    let mut plans: Vec<QuantPlan> = Vec::new();
+    let plan = |plans: &mut Vec<QuantPlan>, c: &Candidate| -> Result<bool> {
+        if let Some(p) = plans.iter().find(|p| p.index == c.index) {
+            return Ok(config_of(e, p).standing(floor) == Standing::Usable);
+        }
+        let qp = memo.plan(e, c.index, arch, &settings, hw, build)?;
+        let usable = config_of(e, &qp).standing(floor) == Standing::Usable;
+        plans.push(qp);
+        Ok(usable)
+    };
+    // The number of files, smallest first, that are usable.
+    let (mut lo, mut hi) = (0, by_size.len());
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if plan(&mut plans, by_size[mid])? {
+            lo = mid + 1;
+        } else {
+            hi = mid;
         }
     }
-    let mut plans: Vec<QuantPlan> = Vec::new();
-    let mut best_offload = 0.0f64;
-    for c in &cands {
-        if c.bpw <= best_offload {
-            break;
+    let fits = &by_size[..lo];
+    let best = cands
+        .iter()
+        .find(|c| fits.iter().any(|f| f.index == c.index));
+    match best {
+        Some(b) if plan(&mut plans, b)? => {}
+        Some(_) => {
+            for c in &cands {
+                if plan(&mut plans, c)? {
+                    break;
+                }
+            }
         }
-        if !caps.may_run(c) {
-            continue;
-        }
-        let qp = memo.plan(e, c.index, arch, &settings, false, hw, build)?;
-        let verdict = fit_verdict(&qp.plan);
-        if verdict == Verdict::FitsWithOffload {
-            let score = qp.bpw * (qp.plan.est_decode_tokens_per_s / 10.0).min(1.0);
-            best_offload = best_offload.max(score);
-        }
-        plans.push(qp);
-        if verdict == Verdict::Fits {
-            // With -ngl given: the highest-bits file that fits wins outright.
-            break;
+        None => {
+            if let Some(smallest) = by_size.first() {
+                plan(&mut plans, smallest)?;
+            }
         }
     }
     if plans.is_empty()
-        && let Some(smallest) = cands.last()
+        && let Some(smallest) = all
+            .iter()
+            .min_by(|a, b| a.weights.cmp(&b.weights).then(a.index.cmp(&b.index)))
     {
         // Nothing can run: plan the smallest file to say why.
-        plans.push(memo.plan(e, smallest.index, arch, &settings, false, hw, build)?);
+        plans.push(memo.plan(e, smallest.index, arch, &settings, hw, build)?);
     }
-    let best = chosen(&plans);
+    let configs: Vec<Config> = plans.iter().map(|qp| config_of(e, qp)).collect();
+    let best = rank::pick(&configs, floor);
+    let mut ctx_note = None;
+    if let (Some(b), Some(want)) = (best, q.purpose_ctx(arch.facts.context_length)) {
+        let short = &plans[b];
+        if short.plan.n_ctx < want {
+            let mut s = settings.clone();
+            s.n_ctx = Some(want);
+            let long = memo.plan(e, short.index, arch, &s, hw, build)?;
+            let (sc, lc) = (config_of(e, short), config_of(e, &long));
+            let cheap = lc.runs
+                && lc.standing(floor) <= sc.standing(floor)
+                && lc.tokens_per_s >= (1.0 - CTX_SPEED_COST) * sc.tokens_per_s;
+            let use_name = q.purpose.name();
+            if cheap {
+                ctx_note = Some(format!("{} context for {use_name}", ctx_words(want)));
+                plans[b] = long;
+            } else if lc.runs {
+                ctx_note = Some(format!(
+                    "{} context for {use_name} would run at {:.0} tok/s; {} kept",
+                    ctx_words(want),
+                    lc.tokens_per_s,
+                    ctx_words(short.plan.n_ctx)
+                ));
+            } else {
+                ctx_note = Some(format!(
+                    "{} context for {use_name} does not fit; {} kept",
+                    ctx_words(want),
+                    ctx_words(short.plan.n_ctx)
+                ));
+            }
+        }
+    }
     Ok(Planned {
         plans,
         best,
-        above: None,
+        ctx_note,
     })
 }
 
-fn where_it_runs(p: &Plan) -> String {
-    let gpus = p.devices.len().saturating_sub(1);
-    match gpus {
-        0 => "in RAM (no GPU)".to_string(),
-        1 => "fully on the GPU".to_string(),
-        n => format!("fully on {n} GPUs"),
+/// A context as people say it: `32k`, `4k`, `1500`.
+fn ctx_words(n: u32) -> String {
+    if n >= 1024 && n % 1024 == 0 {
+        format!("{}k", n / 1024)
+    } else {
+        n.to_string()
     }
 }
 
-fn why(e: &Entry, planned: &Planned, best: usize) -> String {
+/// Where a plan runs, in words.
+fn placement(p: &Plan) -> String {
+    let gpus = p.devices.len().saturating_sub(1);
+    if gpus == 0 {
+        return "in RAM (no GPU)".to_string();
+    }
+    let total: u32 = p.devices.iter().map(|d| d.n_layers).sum();
+    if p.n_cpu_moe > 0 {
+        return format!("experts of {} of {total} layers in RAM", p.n_cpu_moe);
+    }
+    let on_gpu: u32 = p.devices.iter().skip(1).map(|d| d.n_layers).sum();
+    if on_gpu >= total {
+        match gpus {
+            1 => "fully on the GPU".to_string(),
+            n => format!("fully on {n} GPUs"),
+        }
+    } else {
+        format!("{on_gpu} of {total} layers on the GPU")
+    }
+}
+
+/// The first part of a row's `why`: its quantization, placement, speed and
+/// quality. The comparison with faster rows is added once the rows are
+/// sorted ([`compare_faster`]).
+fn why(e: &Entry, planned: &Planned, best: usize, q: &Query) -> String {
     let qp = &planned.plans[best];
     let p = &qp.plan;
-    let q = &e.quants[qp.index].name;
-    match fit_verdict(p) {
-        Verdict::Fits => match planned.above {
-            None => format!("{q}, the largest listed, runs {}", where_it_runs(p)),
-            Some(a) => format!(
-                "{q} runs {}; {} would not",
-                where_it_runs(p),
-                e.quants[a].name
+    let quant = &e.quants[qp.index];
+    let name = &quant.name;
+    if !runs(p) {
+        let reason = p
+            .warnings
+            .iter()
+            .find(|w| {
+                w.code == headroom_planner::plan::WarningCode::DoesNotFit
+                    || w.code == headroom_planner::plan::WarningCode::PagesFromDisk
+            })
+            .map_or("over budget", |w| w.message.as_str());
+        return format!("does not fit: {reason} ({name}, the smallest)");
+    }
+    let tps = p.est_decode_tokens_per_s;
+    let mut s = format!("{name} {}, est. {tps:.0} tok/s", placement(p));
+    let floor = q.floor();
+    if tps < floor {
+        let _ = std::fmt::Write::write_fmt(
+            &mut s,
+            format_args!(
+                ", under the {floor:.0} tok/s floor for {}",
+                q.purpose.name()
             ),
-        },
-        Verdict::FitsWithOffload => {
-            let in_ram = if p.n_cpu_moe > 0 {
-                format!("experts of {} of {} layers in RAM", p.n_cpu_moe, qp.n_layer)
-            } else {
-                format!(
-                    "{} of {} layers on the GPU",
-                    p.n_gpu_layers.min(qp.n_layer),
-                    qp.n_layer
-                )
-            };
-            format!(
-                "{q}: {in_ram}, est. {:.1} tok/s{}",
-                p.est_decode_tokens_per_s,
-                p.est_full_gpu_decode_tokens_per_s
-                    .map(|f| format!(" ({f:.0} fully on the GPU)"))
-                    .unwrap_or_default()
-            )
-        }
-        Verdict::DoesNotFit => {
-            let reason = p
-                .warnings
-                .iter()
-                .find(|w| {
-                    w.code == headroom_planner::plan::WarningCode::DoesNotFit
-                        || w.code == headroom_planner::plan::WarningCode::PagesFromDisk
-                })
-                .map_or("over budget", |w| w.message.as_str());
-            format!("does not fit: {reason} ({q}, the closest)")
-        }
+        );
+    }
+    if let (Some(quality), Some(_)) = (e.quality, e.quality_basis.as_ref()) {
+        let loss = quant_loss_elo(quant.file_type);
+        let _ = std::fmt::Write::write_fmt(
+            &mut s,
+            format_args!(
+                "; quality {:.0} ({quality:.0} less {loss:.0} for {name})",
+                quality - loss
+            ),
+        );
+    }
+    if let Some(note) = &planned.ctx_note {
+        s.push_str("; ");
+        s.push_str(note);
+    }
+    s
+}
+
+/// Where the chosen file's size comes from.
+fn size_basis(quant: &super::Quant) -> &'static str {
+    if quant.verified {
+        "verified"
+    } else if quant.size_bytes.is_none() {
+        "derived"
+    } else if quant.size_precision == 0 {
+        "exact"
+    } else {
+        "listed"
     }
 }
 
@@ -487,14 +649,18 @@ fn row_with(
         return Ok(None);
     }
     let planned = plan_entry(memo, e, &arch, hw, build, q)?;
-    let Some(best) = planned.best else {
+    // With nothing that runs, the row shows the smallest file's plan.
+    let best = planned.best.unwrap_or(0);
+    let Some(qp) = planned.plans.get(best) else {
         return Ok(None);
     };
-    let qp = &planned.plans[best];
     let quant = &e.quants[qp.index];
     let verdict = fit_verdict(&qp.plan);
     let fits = verdict.fits();
+    let floor = q.floor();
+    let tps = qp.plan.est_decode_tokens_per_s;
     let arch_estimated = arch.basis != ArchBasis::Own;
+    let loss = e.quality.map(|_| quant_loss_elo(quant.file_type));
     Ok(Some(Row {
         id: e.id.clone(),
         name: e.name.clone(),
@@ -502,11 +668,23 @@ fn row_with(
         n_params_active: qp.n_params_active,
         quant: fits.then(|| quant.name.clone()),
         verdict,
+        standing: rank::standing(fits, tps, floor),
+        purpose: q.purpose,
+        min_speed: floor,
         n_gpu_layers: fits.then_some(qp.plan.n_gpu_layers),
         n_ctx: fits.then_some(qp.plan.n_ctx),
         n_ctx_max: arch.facts.context_length,
-        est_decode_tokens_per_s: fits.then_some(qp.plan.est_decode_tokens_per_s),
+        est_decode_tokens_per_s: fits.then_some(tps),
         download_bytes: fits.then_some(qp.download_bytes),
+        size_basis: fits.then(|| size_basis(quant)),
+        quality: e.quality,
+        quality_basis: e.quality_basis.clone(),
+        quant_loss: fits.then_some(loss).flatten(),
+        expected_quality: fits
+            .then(|| expected_quality(e.quality, quant.file_type))
+            .flatten(),
+        release: e.release.clone(),
+        superseded_by: Vec::new(),
         estimated: arch_estimated || (fits && qp.size_estimated),
         size_estimated: fits && qp.size_estimated,
         verified: fits && quant.verified,
@@ -517,17 +695,48 @@ fn row_with(
             qp.n_params,
             qp.n_params_active,
             quant.file_type,
-            fits.then_some(qp.plan.est_decode_tokens_per_s),
+            fits.then_some(tps),
         ),
         arch_basis: match &arch.basis {
             ArchBasis::Own => "own".into(),
             ArchBasis::Like(id) => format!("like {id}"),
             ArchBasis::Estimated => "estimated".into(),
         },
-        why: why(e, &planned, best),
+        why: why(e, &planned, best, q),
         speed_basis: qp.plan.speed_basis.clone(),
         plan: fits.then(|| qp.plan.clone()),
     }))
+}
+
+/// Adds to each usable row's `why` the best-ranked usable row below it that
+/// runs at least 20% faster: what the user gives up by taking the faster one.
+fn compare_faster(rows: &mut [Row]) {
+    let notes: Vec<Option<String>> = (0..rows.len())
+        .map(|i| {
+            let r = &rows[i];
+            if r.standing != Standing::Usable {
+                return None;
+            }
+            let tps = r.est_decode_tokens_per_s?;
+            let quality = r.expected_quality?;
+            let faster = rows[i + 1..].iter().find(|o| {
+                o.standing == Standing::Usable
+                    && o.est_decode_tokens_per_s.is_some_and(|t| t >= 1.2 * tps)
+                    && o.expected_quality.is_some_and(|q| q < quality)
+            })?;
+            let where_ = faster.plan.as_ref().map(placement).unwrap_or_default();
+            Some(format!(
+                "; {} {where_} would be faster ({:.0} tok/s) but scores lower",
+                faster.name,
+                faster.est_decode_tokens_per_s.unwrap_or(0.0)
+            ))
+        })
+        .collect();
+    for (r, n) in rows.iter_mut().zip(notes) {
+        if let Some(n) = n {
+            r.why.push_str(&n);
+        }
+    }
 }
 
 /// Rank the catalog for `hw` (see the module docs for the order).
@@ -568,19 +777,45 @@ pub fn rank(cat: &Catalog, hw: &HardwareSnapshot, build: Build, q: &Query) -> Re
             rows.push(r);
         }
     }
-    rows.sort_by(|a, b| {
-        b.fit_class
-            .cmp(&a.fit_class)
-            .then(b.arch_verified.cmp(&a.arch_verified))
-            .then(b.quality_class.cmp(&a.quality_class))
-            .then((a.arch_basis == "estimated").cmp(&(b.arch_basis == "estimated")))
-            .then(
-                b.est_decode_tokens_per_s
-                    .unwrap_or(0.0)
-                    .total_cmp(&a.est_decode_tokens_per_s.unwrap_or(0.0)),
-            )
-            .then(a.id.cmp(&b.id))
-    });
+    // Supersession: who is usable, and whom each row's model replaces.
+    let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
+    let supersedes: Vec<Vec<&str>> = rows
+        .iter()
+        .map(|r| {
+            cat.get(&r.id)
+                .map(|e| e.supersedes.iter().map(String::as_str).collect())
+                .unwrap_or_default()
+        })
+        .collect();
+    let usable: Vec<bool> = rows
+        .iter()
+        .map(|r| r.standing == Standing::Usable)
+        .collect();
+    let hidden = rank::hidden(&ids, &supersedes, &usable);
+    let by: Vec<Vec<String>> = ids
+        .iter()
+        .map(|id| {
+            rows.iter()
+                .zip(&supersedes)
+                .filter(|(r, olds)| {
+                    r.standing == Standing::Usable
+                        && olds.iter().any(|o| o.eq_ignore_ascii_case(id))
+                })
+                .map(|(r, _)| r.id.clone())
+                .collect()
+        })
+        .collect();
+    for (r, b) in rows.iter_mut().zip(by) {
+        r.superseded_by = b;
+    }
+    let mut rows: Vec<Row> = rows
+        .into_iter()
+        .zip(hidden)
+        .filter(|(_, h)| q.all || !h)
+        .map(|(r, _)| r)
+        .collect();
+    rows.sort_by(|a, b| rank::cmp_rows(&a.key(), &b.key()));
+    compare_faster(&mut rows);
     Ok(rows)
 }
 
@@ -601,8 +836,9 @@ pub struct QuantRow {
     pub verified: bool,
     /// Effective bits per weight.
     pub bits_per_weight: f64,
-    /// `fit`'s pick: the one `plan` would choose, counting files that would
-    /// page from disk as not fitting.
+    /// `fit`'s pick ([`rank::pick`]): the highest expected quality at or
+    /// above the speed floor, else the fastest that runs (files that would
+    /// page from disk do not run).
     pub chosen: bool,
     /// The verdict `fit` counts (`plan`'s, except paging from disk does not fit).
     pub verdict: Verdict,
@@ -625,12 +861,13 @@ pub fn quant_rows(
     q: &Query,
 ) -> Result<(ResolvedArch, Vec<QuantRow>)> {
     let arch = resolve_arch(cat, e)?;
-    let settings = q.plan_settings();
+    let settings = q.plan_settings(arch.facts.context_length);
     let mut plans = candidates(e, &arch, q)
         .into_iter()
         .map(|c| plan_quant(e, c.index, &arch, &settings, hw, build))
         .collect::<Result<Vec<_>>>()?;
-    let best = chosen(&plans).map(|i| plans[i].index);
+    let configs: Vec<Config> = plans.iter().map(|p| config_of(e, p)).collect();
+    let best = rank::pick(&configs, q.floor()).map(|i| plans[i].index);
     plans.sort_by_key(|p| p.index);
     let rows = plans
         .into_iter()

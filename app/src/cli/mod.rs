@@ -640,9 +640,15 @@ pub struct FitArgs {
     /// A catalog id: every quantization of that model side by side (default: rank the whole catalog).
     #[arg(value_name = "MODEL")]
     pub model: Option<String>,
-    /// Only models with this use tag: chat, code, small, reasoning, moe, long-context, base (repeatable: all of them).
+    /// Only models with this use tag: chat, code, reasoning, small, moe, long-context, vision, base (repeatable: all of them). The first also sets the purpose: code (20 tok/s floor, 32k context), reasoning (15 tok/s, 16k), else chat (10 tok/s).
     #[arg(long = "use", value_name = "USE")]
     pub uses: Vec<String>,
+    /// The decode speed a model must reach to rank among the usable ones, tokens/s (default: the purpose's).
+    #[arg(long = "min-speed", value_name = "TOK/S")]
+    pub min_speed: Option<f64>,
+    /// Also list models whose successor is usable on this machine.
+    #[arg(long)]
+    pub all: bool,
     /// Only models trained for at least N tokens of context, each planned at N.
     #[arg(long = "min-ctx", value_name = "N")]
     pub min_ctx: Option<u32>,

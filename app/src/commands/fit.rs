@@ -18,7 +18,7 @@ use headroom_planner::synth::facts::ArchFacts;
 use serde::Serialize;
 
 use super::{EXIT_DOES_NOT_FIT, UsageError, hardware};
-use crate::catalog::fit::{self as rank, QuantRow, Query, Row};
+use crate::catalog::fit::{self as rank, Purpose, QuantRow, Query, Row, Standing};
 use crate::catalog::plan::ArchBasis;
 use crate::catalog::{Catalog, Entry, USES};
 use crate::cli::{FitArgs, MachineArgs};
@@ -79,7 +79,7 @@ pub fn run(args: &FitArgs, machine: &MachineArgs) -> Result<ExitCode> {
             if args.json {
                 writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
             } else {
-                write!(out, "{}", ranking_text(&rows, &catalog, &hw))?;
+                write!(out, "{}", ranking_text(&rows, &catalog, &hw, &query))?;
             }
             Ok(exit(any_fits))
         }
@@ -131,11 +131,22 @@ fn query(args: &FitArgs) -> Result<Query> {
         .map(headroom_planner::hw::parse_size)
         .transpose()
         .map_err(|e| usage(format!("--max-download: {e}")))?;
+    if let Some(m) = args
+        .min_speed
+        .filter(|m| !(m.is_finite() && *m > 0.0 && *m <= 1e6))
+    {
+        return Err(usage(format!(
+            "--min-speed {m}: give a speed in tokens/s above 0"
+        )));
+    }
     Ok(Query {
         settings,
         min_ctx: args.min_ctx,
         uses: args.uses.clone(),
         max_download,
+        purpose: Purpose::from_uses(&args.uses),
+        min_speed: args.min_speed,
+        all: args.all,
     })
 }
 
@@ -221,7 +232,7 @@ fn terminal_width() -> Option<(u16, u16)> {
     crossterm::terminal::size().ok()
 }
 
-fn ranking_text(rows: &[Row], cat: &Catalog, hw: &HardwareSnapshot) -> String {
+fn ranking_text(rows: &[Row], cat: &Catalog, hw: &HardwareSnapshot, q: &Query) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "machine   {}", machine_text(hw));
     if let Some(r) = rows.first() {
@@ -233,7 +244,22 @@ fn ranking_text(rows: &[Row], cat: &Catalog, hw: &HardwareSnapshot) -> String {
     }
     let _ = writeln!(
         s,
-        "catalog   {} models ({}); best first: runs fully, then checked architectures, then quality class, then speed\n",
+        "purpose   {} (floor {:.0} tok/s{}){}",
+        q.purpose.name(),
+        q.floor(),
+        if q.min_speed.is_some() {
+            ", --min-speed"
+        } else {
+            ""
+        },
+        format!(
+            ", {}k context where the model allows",
+            q.purpose.min_ctx() / 1024
+        )
+    );
+    let _ = writeln!(
+        s,
+        "catalog   {} models ({}); best first: at or above the floor by expected quality (quality less the quantization's loss), then slower ones by speed, then those that do not fit\n",
         cat.entries().len(),
         cat.origin()
     );
@@ -246,6 +272,7 @@ fn ranking_text(rows: &[Row], cat: &Catalog, hw: &HardwareSnapshot) -> String {
         "GPU layers",
         "context",
         "tok/s",
+        "quality",
         "download",
         "why",
     ]);
@@ -259,31 +286,45 @@ fn ranking_text(rows: &[Row], cat: &Catalog, hw: &HardwareSnapshot) -> String {
             Some(p) => (
                 layers(p, None),
                 p.n_ctx.to_string(),
-                format!("{:.0}", p.est_decode_tokens_per_s),
+                format!(
+                    "{:.0}{}",
+                    p.est_decode_tokens_per_s,
+                    if r.standing == Standing::TooSlow {
+                        "↓"
+                    } else {
+                        ""
+                    }
+                ),
                 r.download_bytes
                     .map(|b| gb(b, r.size_estimated))
                     .unwrap_or_default(),
             ),
             None => ("—".into(), "—".into(), "—".into(), "—".into()),
         };
+        let mut id = r.id.clone();
+        if !r.arch_verified {
+            id.push('†');
+        }
+        if !r.superseded_by.is_empty() {
+            id.push('§');
+        }
         t.add_row(vec![
             (i + 1).to_string(),
-            if r.arch_verified {
-                r.id.clone()
-            } else {
-                format!("{}†", r.id)
-            },
+            id,
             params,
             r.quant.clone().unwrap_or_else(|| "—".into()),
             mark(r.verdict).to_string(),
             layers_cell,
             ctx,
             tps,
+            r.expected_quality
+                .map(|q| format!("{q:.0}"))
+                .unwrap_or_else(|| "—".into()),
             dl,
             r.why.clone(),
         ]);
     }
-    for c in [0, 2, 6, 7, 8] {
+    for c in [0, 2, 6, 7, 8, 9] {
         if let Some(col) = t.column_mut(c) {
             col.set_cell_alignment(CellAlignment::Right);
         }
@@ -301,9 +342,22 @@ fn ranking_text(rows: &[Row], cat: &Catalog, hw: &HardwareSnapshot) -> String {
             "† unverified: the planner has not been checked against llama.cpp's accounting on this architecture"
         );
     }
+    if rows.iter().any(|r| !r.superseded_by.is_empty()) {
+        let _ = writeln!(
+            s,
+            "§ superseded by a model that is usable here (shown because of --all)"
+        );
+    }
+    if rows.iter().any(|r| r.standing == Standing::TooSlow) {
+        let _ = writeln!(s, "↓ under the speed floor");
+    }
     let _ = writeln!(
         s,
-        "✔ runs fully  ◐ layers in RAM  ✘ does not fit — `headroom fit MODEL` shows every quantization"
+        "quality: LMArena text Elo scale, less the quantization's loss (`--json` gives each figure's basis)"
+    );
+    let _ = writeln!(
+        s,
+        "✔ runs fully  ◐ layers or experts in RAM  ✘ does not fit — `headroom fit MODEL` shows every quantization"
     );
     s
 }
@@ -403,7 +457,7 @@ fn model_text(
     let _ = writeln!(s, "{t}");
     let _ = writeln!(
         s,
-        "▶ fit's pick: what `headroom plan` chooses among these files  ✔ runs fully  ◐ layers in RAM  ✘ does not fit"
+        "▶ fit's pick: the best expected quality at or above the speed floor, else the fastest  ✔ runs fully  ◐ layers or experts in RAM  ✘ does not fit"
     );
     let _ = writeln!(
         s,
