@@ -171,6 +171,16 @@ pub struct Row {
     pub release: Option<String>,
     /// Ids of usable models that supersede this one (shown with `--all`).
     pub superseded_by: Vec<String>,
+    /// Other entries of the same model (same architecture and quality
+    /// figure: a QAT checkpoint, another publisher's files) that ranked
+    /// lower and are folded into this row (shown with `--all`).
+    pub also_as: Vec<String>,
+    /// The entry it is folded into, with `--all`.
+    pub variant_of: Option<String>,
+    /// What makes two entries the same model: their architecture and
+    /// quality figure.
+    #[serde(skip)]
+    same_model: Option<(ArchFacts, u64)>,
     /// Anything here was derived rather than listed: the download size, or
     /// the architecture (hence the memory plan).
     pub estimated: bool,
@@ -270,7 +280,8 @@ impl Candidate {
 }
 
 /// The quantizations of `e` to consider, best expected quality first (most
-/// bits first for a model without a quality figure).
+/// bits first for a model without a quality figure); of two that score the
+/// same, the smaller (faster) first.
 fn candidates(e: &Entry, arch: &ResolvedArch, q: &Query) -> Vec<Candidate> {
     let n = arch.skeleton.n_params().max(1) as f64;
     let mut out: Vec<Candidate> = e
@@ -293,7 +304,7 @@ fn candidates(e: &Entry, arch: &ResolvedArch, q: &Query) -> Vec<Candidate> {
     out.sort_by(|a, b| {
         b.merit()
             .total_cmp(&a.merit())
-            .then(b.bpw.total_cmp(&a.bpw))
+            .then(a.weights.cmp(&b.weights))
     });
     out
 }
@@ -685,6 +696,9 @@ fn row_with(
             .flatten(),
         release: e.release.clone(),
         superseded_by: Vec::new(),
+        also_as: Vec::new(),
+        variant_of: None,
+        same_model: e.quality.map(|q| (arch.facts.clone(), q.to_bits())),
         estimated: arch_estimated || (fits && qp.size_estimated),
         size_estimated: fits && qp.size_estimated,
         verified: fits && quant.verified,
@@ -737,6 +751,32 @@ fn compare_faster(rows: &mut [Row]) {
             r.why.push_str(&n);
         }
     }
+}
+
+/// One row per model: an entry of the same architecture and quality figure
+/// as a higher-ranked one (a QAT checkpoint of it, another publisher's
+/// files) is folded into that row, named in its `also_as`; with `all` it
+/// stays, marked `variant_of`. Only lower-ranked rows go, so no pick gets
+/// worse.
+fn fold_variants(rows: Vec<Row>, all: bool) -> Vec<Row> {
+    let mut out: Vec<Row> = Vec::with_capacity(rows.len());
+    for mut r in rows {
+        let first = r.same_model.as_ref().and_then(|k| {
+            out.iter()
+                .position(|o| o.variant_of.is_none() && o.same_model.as_ref() == Some(k))
+        });
+        match first {
+            Some(i) => {
+                out[i].also_as.push(r.id.clone());
+                if all {
+                    r.variant_of = Some(out[i].id.clone());
+                    out.push(r);
+                }
+            }
+            None => out.push(r),
+        }
+    }
+    out
 }
 
 /// Rank the catalog for `hw` (see the module docs for the order).
@@ -815,6 +855,11 @@ pub fn rank(cat: &Catalog, hw: &HardwareSnapshot, build: Build, q: &Query) -> Re
         .map(|(r, _)| r)
         .collect();
     rows.sort_by(|a, b| rank::cmp_rows(&a.key(), &b.key()));
+    let mut rows = fold_variants(rows, q.all);
+    for r in rows.iter_mut().filter(|r| !r.also_as.is_empty()) {
+        r.why
+            .push_str(&format!("; also listed as {}", r.also_as.join(", ")));
+    }
     compare_faster(&mut rows);
     Ok(rows)
 }

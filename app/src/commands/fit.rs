@@ -308,6 +308,9 @@ fn ranking_text(rows: &[Row], cat: &Catalog, hw: &HardwareSnapshot, q: &Query) -
         if !r.superseded_by.is_empty() {
             id.push('§');
         }
+        if r.variant_of.is_some() {
+            id.push('=');
+        }
         t.add_row(vec![
             (i + 1).to_string(),
             id,
@@ -346,6 +349,12 @@ fn ranking_text(rows: &[Row], cat: &Catalog, hw: &HardwareSnapshot, q: &Query) -
         let _ = writeln!(
             s,
             "§ superseded by a model that is usable here (shown because of --all)"
+        );
+    }
+    if rows.iter().any(|r| r.variant_of.is_some()) {
+        let _ = writeln!(
+            s,
+            "= the same model as a row above, another file of it (shown because of --all)"
         );
     }
     if rows.iter().any(|r| r.standing == Standing::TooSlow) {

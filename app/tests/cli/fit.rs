@@ -106,6 +106,8 @@ fn json_rows_carry_the_issue_fields() {
             "expected_quality",
             "release",
             "superseded_by",
+            "also_as",
+            "variant_of",
             "estimated",
             "plan",
         ] {
@@ -958,4 +960,29 @@ fn a_gpu_name_that_is_not_one_card_is_a_one_line_usage_error() {
     let out = headroom(["fit", "--gpu", "rtx4060", "--vram", "8GiB"]);
     assert_eq!(out.code, Some(2), "{}", out.stderr);
     assert!(out.stderr.contains("cannot be used with"), "{}", out.stderr);
+}
+
+#[test]
+fn one_row_per_model_the_other_files_of_it_folded_in() {
+    let machine = ["--ram", "64GiB", "--gpu", "rtx3090"];
+    let shown = fit_json(&machine);
+    let all = fit_json(&[&machine[..], &["--all"]].concat());
+    let mut folded = 0;
+    for r in all.iter().filter(|r| !r["variant_of"].is_null()) {
+        folded += 1;
+        let id = r["id"].as_str().expect("id");
+        let of = r["variant_of"].as_str().expect("variant_of");
+        assert!(shown.iter().all(|s| s["id"] != id), "{id} shown beside {of}");
+        let kept = shown.iter().find(|s| s["id"] == of).expect("the row it is folded into");
+        assert!(
+            kept["also_as"].as_array().expect("also_as").iter().any(|a| a == id),
+            "{of}: {}",
+            kept["also_as"]
+        );
+        // Same model: same quality figure, and it ranks no higher.
+        assert_eq!(kept["quality"], r["quality"], "{id} vs {of}");
+        let pos = |rows: &[Value], id: &str| rows.iter().position(|x| x["id"] == id);
+        assert!(pos(&all, of) < pos(&all, id), "{of} ranks above {id}");
+    }
+    assert!(folded > 0, "the Gemma 3 QAT checkpoints fold into their models");
 }
