@@ -420,7 +420,10 @@ fn entry(m: RawModel, line: usize, text: &str) -> Result<Entry, (usize, String)>
     if m.quality.is_some() != m.quality_basis.is_some() {
         return Err(fail("quality and quality_basis go together".into()));
     }
-    if let Some(q) = m.quality.filter(|q| !(q.is_finite() && (500.0..=2500.0).contains(q))) {
+    if let Some(q) = m
+        .quality
+        .filter(|q| !(q.is_finite() && (500.0..=2500.0).contains(q)))
+    {
         return Err(fail(format!(
             "quality {q} is not an Elo-scale figure (500 to 2500)"
         )));
@@ -628,7 +631,8 @@ size = "0.40 GB"
 
     #[test]
     fn release_quality_and_supersedes_are_checked_with_their_line() {
-        let with = |extra: &str| ONE.replace("use = [\"chat\"]", &format!("use = [\"chat\"]\n{extra}"));
+        let with =
+            |extra: &str| ONE.replace("use = [\"chat\"]", &format!("use = [\"chat\"]\n{extra}"));
         let ok = with("release = \"2025-07\"\nquality = 1300\nquality_basis = \"board\"");
         let cat = Catalog::parse(&ok, "t.toml").expect("valid");
         let e = cat.get("tiny").expect("entry");
@@ -639,8 +643,14 @@ size = "0.40 GB"
             ("release = \"July 2025\"", "release"),
             ("quality = 1300", "quality_basis"),
             ("quality = 99999\nquality_basis = \"x\"", "Elo"),
-            ("supersedes = [\"tiny\"]\nsupersedes_why = \"x\"", "not another entry"),
-            ("supersedes = [\"nope\"]\nsupersedes_why = \"x\"", "not another entry"),
+            (
+                "supersedes = [\"tiny\"]\nsupersedes_why = \"x\"",
+                "not another entry",
+            ),
+            (
+                "supersedes = [\"nope\"]\nsupersedes_why = \"x\"",
+                "not another entry",
+            ),
             ("supersedes = []\nsupersedes_why = \"x\"", "go together"),
         ] {
             let err = Catalog::parse(&with(extra), "t.toml").expect_err(extra);
@@ -651,14 +661,16 @@ size = "0.40 GB"
         let two = format!(
             "{}{}",
             with("supersedes = [\"tiny2\"]\nsupersedes_why = \"x\""),
-            with("supersedes = [\"tiny\"]\nsupersedes_why = \"y\"").replace("id = \"tiny\"", "id = \"tiny2\"")
+            with("supersedes = [\"tiny\"]\nsupersedes_why = \"y\"")
+                .replace("id = \"tiny\"", "id = \"tiny2\"")
         );
         let err = Catalog::parse(&two, "t.toml").expect_err("a cycle");
         assert!(err.message.contains("supersedes itself"), "{err}");
         let one_way = format!(
             "{}{}",
             ONE,
-            with("supersedes = [\"tiny\"]\nsupersedes_why = \"y\"").replace("id = \"tiny\"", "id = \"tiny2\"")
+            with("supersedes = [\"tiny\"]\nsupersedes_why = \"y\"")
+                .replace("id = \"tiny\"", "id = \"tiny2\"")
         );
         let cat = Catalog::parse(&one_way, "t.toml").expect("valid");
         let succ: Vec<&str> = cat.successors("tiny").map(|e| e.id.as_str()).collect();
