@@ -119,9 +119,15 @@ type Stated = BTreeMap<&'static str, Value>;
 ///   `llama_model_loader: - kv …` and `print_info:` lines), or the same
 ///   `key type = value` lines read from a GGUF file;
 /// - `model card`: a model card's overview ("Number of Layers: 24", "tied
-///   word embeddings", "MXFP4 quantization of the MoE weights").
+///   word embeddings", "MXFP4 quantization of the MoE weights");
+/// - `transformers config`: the defaults a `transformers` config class
+///   declares (`num_hidden_layers: int = 35`) where its docstring says they
+///   are one model's ("a Gemma3nText gemma3n_text-E4B style
+///   configuration"), read under the `config.json` names, with the layer
+///   pattern its `__post_init__` writes (`(i + 1) % 5 == 0`).
 const DIALECTS: &[&str] = &[
     "config.json",
+    "transformers config",
     "litgpt",
     "maxtext",
     "llama.cpp log",
@@ -142,6 +148,8 @@ const MODEL_TYPES: &[(&str, &str)] = &[
     ("phi3", "phi3"),
     ("deepseek_v2", "deepseek2"),
     ("gpt_oss", "gpt-oss"),
+    ("gemma3n", "gemma3n"),
+    ("gemma3n_text", "gemma3n"),
 ];
 
 /// MaxText `decoder_block` → GGUF architecture.
@@ -230,7 +238,12 @@ fn from_config_json(excerpt: &str) -> Result<Stated, String> {
     if !text.starts_with('{') {
         text = format!("{{{text}}}");
     }
-    let mut v: Value = serde_json::from_str(&text).map_err(|e| format!("not JSON: {e}"))?;
+    let v: Value = serde_json::from_str(&text).map_err(|e| format!("not JSON: {e}"))?;
+    Ok(from_config_value(v))
+}
+
+/// A config (parsed JSON) as the catalog's facts.
+fn from_config_value(mut v: Value) -> Stated {
     // A config quoted under its preset name (`"qwen3_4b": {…}`).
     while let Some(o) = v.as_object()
         && o.len() == 1
@@ -247,7 +260,19 @@ fn from_config_json(excerpt: &str) -> Result<Stated, String> {
             o.insert(k, x);
         }
     }
-    let n = |k: &str| v.get(k).and_then(Value::as_u64);
+    // A per-layer list of one value (Gemma 3n's `intermediate_size`) is that
+    // value; a list of several is no single fact.
+    let n = |k: &str| {
+        let x = v.get(k)?;
+        x.as_u64().or_else(|| {
+            let items = x.as_array()?;
+            let first = items.first()?.as_u64()?;
+            items
+                .iter()
+                .all(|i| i.as_u64() == Some(first))
+                .then_some(first)
+        })
+    };
     let mut s = Stated::new();
     let mut put = |key: &'static str, value: Option<Value>| {
         if let Some(value) = value {
@@ -310,7 +335,70 @@ fn from_config_json(excerpt: &str) -> Result<Stated, String> {
         "expert_type",
         (quant == Some("mxfp4")).then(|| "MXFP4".into()),
     );
-    Ok(s)
+    // Gemma 3n.
+    put(
+        "embedding_length_per_layer_input",
+        num(n("hidden_size_per_layer_input")),
+    );
+    put("altup_num_inputs", num(n("altup_num_inputs")));
+    put("laurel_rank", num(n("laurel_rank")));
+    put("shared_kv_layers", num(n("num_kv_shared_layers")));
+    put(
+        "sliding_window_pattern",
+        v.get("layer_types")
+            .and_then(Value::as_array)
+            .and_then(|t| full_attention_period(t))
+            .map(Value::from),
+    );
+    s
+}
+
+/// The n of `layer_types` that make every n-th layer full attention and
+/// the others sliding, if they do.
+fn full_attention_period(types: &[Value]) -> Option<u64> {
+    let first = types.iter().position(|t| t == "full_attention")?;
+    let period = first + 1;
+    let periodic = types.iter().enumerate().all(|(i, t)| {
+        let want = if (i + 1) % period == 0 {
+            "full_attention"
+        } else {
+            "sliding_attention"
+        };
+        t == want
+    });
+    periodic.then_some(period as u64)
+}
+
+/// A `transformers` config class's declared defaults (`name: type =
+/// value`) as a config, then as the catalog's facts; the layer pattern
+/// from its `__post_init__` line `"full_attention" if (i + 1) % N == 0`.
+fn from_transformers_config(excerpt: &str) -> Stated {
+    let mut o = serde_json::Map::new();
+    for (k, raw) in assignments(excerpt) {
+        let value = if let Some(n) = int(&raw).filter(|_| !raw.starts_with('"')) {
+            Value::from(n)
+        } else if let Some(b) = flag(&raw) {
+            Value::from(b)
+        } else if raw.len() >= 2 && raw.starts_with('"') && raw.ends_with('"') {
+            Value::from(raw.trim_matches('"'))
+        } else {
+            continue;
+        };
+        o.insert(k, value);
+    }
+    let mut s = from_config_value(Value::Object(o));
+    for line in excerpt.lines() {
+        if line.contains("\"full_attention\" if (i + 1) % ")
+            && let Some(n) = line
+                .split("(i + 1) % ")
+                .nth(1)
+                .and_then(|r| r.split_whitespace().next())
+                .and_then(int)
+        {
+            s.insert("sliding_window_pattern", n.into());
+        }
+    }
+    s
 }
 
 /// `key = value`, `key: type = value` and `key: value` lines; later lines
@@ -567,6 +655,7 @@ fn from_model_card(excerpt: &str) -> Stated {
 fn stated(dialect: &str, excerpt: &str) -> Result<Stated, String> {
     Ok(match dialect {
         "config.json" => from_config_json(excerpt)?,
+        "transformers config" => from_transformers_config(excerpt),
         "litgpt" => from_litgpt(excerpt),
         "maxtext" => from_maxtext(excerpt),
         "llama.cpp log" => from_llama_cpp_log(excerpt),
@@ -577,7 +666,7 @@ fn stated(dialect: &str, excerpt: &str) -> Result<Stated, String> {
 
 /// Architectures whose output projection is always the token embedding
 /// (the `always_tied` layouts of `synth::facts`).
-const ALWAYS_TIED: &[&str] = &["gemma2", "gemma3"];
+const ALWAYS_TIED: &[&str] = &["gemma2", "gemma3", "gemma3n"];
 
 /// Every architecture number of entry `e` against the excerpts its facts
 /// record keeps: each number the catalog lists is stated by at least one
@@ -677,6 +766,16 @@ fn check_arch(e: &Entry, m: &Value) -> Vec<String> {
     }
     if headroom_planner::arch::swa_default(arch).is_some() {
         required.push("sliding_window");
+    }
+    if arch == "gemma3n" {
+        required.extend([
+            "sliding_window",
+            "sliding_window_pattern",
+            "shared_kv_layers",
+            "embedding_length_per_layer_input",
+            "altup_num_inputs",
+            "laurel_rank",
+        ]);
     }
     for key in required {
         if get(key).is_some() && listed.get(key).is_none_or(Value::is_null) {
@@ -1039,9 +1138,11 @@ fn the_demo_entry_is_the_demo_file_tensor_for_tensor() {
     );
 }
 
-/// The source type a converter writes (what llama-quantize starts from).
+/// The source type a converter writes (what llama-quantize starts from):
+/// 16 bits for what llama-quantize may quantize and for Gemma 3n's matrices
+/// it leaves as converted, F32 for the rest.
 fn source_type(name: &str, dims: &[u64]) -> GgmlType {
-    if mix::allows_quantization(name, dims) {
+    if mix::allows_quantization(name, dims) || mix::converted_in_16_bits(name, dims) {
         GgmlType::F16
     } else {
         GgmlType::F32
@@ -1299,4 +1400,105 @@ fn every_quality_figure_follows_from_its_kept_evidence() {
         with * 3 >= ranked * 2,
         "{with} of {ranked} have a figure: {kinds:?}"
     );
+}
+
+/// The architectures the catalog lays out with the zoo's builders beyond
+/// the plain transformer (per-layer embeddings and a shared cache, MoE with
+/// MTP blocks, chunked attention, recurrent state): each entry's synthetic
+/// header, with its vocabulary, is planned on this CPU and loaded by
+/// llama.cpp with `no_alloc` at short and long contexts, one and four
+/// sequences. Weights exact, KV cache (and recurrent state) within 2%,
+/// compute within 15%, as the zoo's own accounting test (an entry of
+/// another size than the zoo's model is held to llama.cpp here).
+#[test]
+fn zoo_laid_out_entries_match_llama_cpp_accounting() {
+    use headroom::llama;
+    use headroom_planner::hw::{self, Overrides, ProbeOptions};
+    use headroom_planner::plan::{FlashAttn, Settings};
+    use headroom_planner::solve::{self, Build};
+    const ARCHS: &[&str] = &["gemma3n", "glm4moe", "llama4", "qwen3next"];
+    let cat = catalog();
+    let hw = hw::apply_overrides(
+        hw::probe(&ProbeOptions {
+            measure_bandwidth: false,
+            cache_dir: None,
+        }),
+        &Overrides {
+            ram_bytes: Some(512 << 30),
+            vram_bytes: Some(vec![]),
+            profile: None,
+        },
+    )
+    .expect("overrides");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut seen = HashSet::new();
+    let (mut report, mut failed) = (Vec::new(), Vec::new());
+    for e in cat.entries() {
+        let arch = resolve_arch(&cat, e).expect("resolves");
+        if !ARCHS.contains(&arch.facts.architecture.as_str()) {
+            continue;
+        }
+        let q = e.quant("Q4_K_M").unwrap_or(&e.quants[0]);
+        let mut shape = arch.facts.clone();
+        shape.context_length = 0;
+        if !seen.insert((shape, q.file_type)) {
+            continue;
+        }
+        let header = facts::header(&arch.facts, q.file_type).expect("header");
+        let header = with_vocabulary(&header, arch.facts.vocab_size);
+        let path = dir.path().join(format!("{}.gguf", e.id));
+        create_sparse_file(&path, &header).expect("write");
+        let profile = headroom::source::load_profile(&path).expect("planner reads the header");
+        let n_ctx_train = u32::try_from(arch.facts.context_length).unwrap_or(u32::MAX);
+        for n_ctx in [4096u32, 32768]
+            .into_iter()
+            .filter(|&c| c <= n_ctx_train.max(4096))
+        {
+            for np in [1u32, 4] {
+                let s = Settings {
+                    n_ctx: Some(n_ctx),
+                    n_batch: 2048,
+                    n_ubatch: 512,
+                    n_parallel: np,
+                    flash_attn: FlashAttn::Auto,
+                    ..Settings::default()
+                };
+                let plan = solve::plan(&profile, &e.id, &s, &hw, Build { gpu: false });
+                let ours = &plan.devices[0].buffers;
+                let p = AccountingParams::from_settings(&path, &s, n_ctx, 0).expect("params");
+                let theirs = llama::memory_breakdown(&p).expect("llama.cpp accounts the entry");
+                let sum = |f: &dyn Fn(&headroom_planner::plan::BufferUse) -> u64| {
+                    ours.iter().map(f).sum::<u64>()
+                };
+                let o = [
+                    sum(&|b| b.model_bytes),
+                    sum(&|b| b.context_bytes),
+                    sum(&|b| b.compute_bytes),
+                ];
+                let t = [
+                    theirs.iter().map(|b| b.model).sum::<u64>(),
+                    theirs.iter().map(|b| b.context).sum::<u64>(),
+                    theirs.iter().map(|b| b.compute).sum::<u64>(),
+                ];
+                let rel = |a: u64, b: u64| (a as f64 - b as f64) / (b.max(1) as f64);
+                let label = format!("{} {} c{n_ctx} np{np}", e.id, q.name);
+                report.push(format!(
+                    "{label:<44} weights {} vs {} ({:+.3}%)  KV {} vs {} ({:+.2}%)  compute {} vs {} ({:+.1}%)",
+                    o[0], t[0], rel(o[0], t[0]) * 100.0,
+                    o[1], t[1], rel(o[1], t[1]) * 100.0,
+                    o[2], t[2], rel(o[2], t[2]) * 100.0
+                ));
+                if o[0] != t[0] || rel(o[1], t[1]).abs() > 0.02 || rel(o[2], t[2]).abs() > 0.15 {
+                    failed.push(label);
+                }
+            }
+        }
+        std::fs::remove_file(&path).expect("remove");
+    }
+    println!(
+        "catalog entries vs llama.cpp no_alloc:\n{}",
+        report.join("\n")
+    );
+    assert!(!report.is_empty(), "no entry of {ARCHS:?}");
+    assert!(failed.is_empty(), "out of tolerance: {failed:?}");
 }

@@ -12,7 +12,8 @@
 //!
 //! Tensor layouts follow llama.cpp's `load_arch_tensors` for the families the
 //! catalog holds (llama and its Mistral/Mixtral variants, qwen2, qwen3,
-//! qwen3moe, gemma2, gemma3, phi3, deepseek2, gpt-oss); any other
+//! qwen3moe, gemma2, gemma3, phi3, deepseek2, gpt-oss, and through the
+//! zoo's builders glm4 and gemma3n); any other
 //! architecture gets the llama layout, which has the same per-layer bytes to
 //! within its norms and biases. Where facts are missing, [`estimate`] fills
 //! them from the parameter count with a documented generic shape, and the
@@ -24,7 +25,7 @@ use thiserror::Error;
 use super::SynthTensor;
 use super::mix::{FileType, MixModel, MixPlan, MixTensor};
 use crate::gguf::writer::HeaderBuilder;
-use crate::gguf::{GgmlType, GgufError, Header, TensorInfo, Value};
+use crate::gguf::{ArrayItems, GgmlType, GgufError, Header, TensorInfo, Value};
 use crate::profile::{self, ModelProfile, ProfileError};
 
 /// Why facts cannot become a header or a profile.
@@ -99,6 +100,19 @@ pub struct PartialFacts {
     /// Expert tensors are stored in this type in every quantization
     /// (gpt-oss ships MXFP4 experts that quantizers keep).
     pub expert_type: Option<GgmlType>,
+    /// Every n-th layer is full attention, the others sliding
+    /// (`attention.sliding_window_pattern`; Gemma 3n: 5).
+    pub sliding_window_pattern: Option<u32>,
+    /// The last layers that reuse an earlier layer's KV cache
+    /// (`attention.shared_kv_layers`, Gemma 3n).
+    pub shared_kv_layers: Option<u32>,
+    /// Width of each layer's own token embedding
+    /// (`embedding_length_per_layer_input`, Gemma 3n).
+    pub embedding_length_per_layer_input: Option<u64>,
+    /// AltUp streams (`altup.num_inputs`, Gemma 3n).
+    pub altup_num_inputs: Option<u64>,
+    /// Rank of the LAuReL residual projections (Gemma 3n; no GGUF key).
+    pub laurel_rank: Option<u64>,
 }
 
 /// Complete architecture facts: enough to lay out every tensor.
@@ -146,6 +160,16 @@ pub struct ArchFacts {
     pub rope_freqs: bool,
     /// Fixed expert tensor type, if any.
     pub expert_type: Option<GgmlType>,
+    /// Full attention every n-th layer (Gemma 3n).
+    pub sliding_window_pattern: Option<u32>,
+    /// Layers reusing an earlier layer's KV cache (Gemma 3n).
+    pub shared_kv_layers: Option<u32>,
+    /// Per-layer token embedding width (Gemma 3n).
+    pub embedding_length_per_layer_input: Option<u64>,
+    /// AltUp streams (Gemma 3n).
+    pub altup_num_inputs: Option<u64>,
+    /// LAuReL rank (Gemma 3n).
+    pub laurel_rank: Option<u64>,
 }
 
 impl ArchFacts {
@@ -174,6 +198,11 @@ impl ArchFacts {
             rope_dimension_count: Some(self.rope_dimension_count),
             rope_freqs: Some(self.rope_freqs),
             expert_type: self.expert_type,
+            sliding_window_pattern: self.sliding_window_pattern,
+            shared_kv_layers: self.shared_kv_layers,
+            embedding_length_per_layer_input: self.embedding_length_per_layer_input,
+            altup_num_inputs: self.altup_num_inputs,
+            laurel_rank: self.laurel_rank,
         }
     }
 }
@@ -187,7 +216,8 @@ macro_rules! with_compared_facts {
             head_count, head_count_kv, key_length, value_length, vocab_size,
             tied_embeddings, expert_count, expert_used_count, expert_feed_forward_length,
             expert_shared_count, leading_dense_block_count, sliding_window, kv_lora_rank,
-            rope_dimension_count $(, $extra)*
+            rope_dimension_count, sliding_window_pattern, shared_kv_layers,
+            embedding_length_per_layer_input, altup_num_inputs, laurel_rank $(, $extra)*
         )
     };
 }
@@ -287,6 +317,9 @@ impl PartialFacts {
                 "{head_count_kv} KV heads do not divide {head_count} heads"
             )));
         }
+        if architecture == "gemma3n" {
+            check_gemma3n(self, block_count)?;
+        }
         let key_length = self.key_length.unwrap_or(embedding_length / head_count);
         let tied = self.tied_embeddings.unwrap_or(false) || layout(&architecture).always_tied;
         let f = ArchFacts {
@@ -311,6 +344,11 @@ impl PartialFacts {
             rope_dimension_count: self.rope_dimension_count.unwrap_or(0),
             rope_freqs: self.rope_freqs.unwrap_or(false),
             expert_type: self.expert_type,
+            sliding_window_pattern: self.sliding_window_pattern,
+            shared_kv_layers: self.shared_kv_layers,
+            embedding_length_per_layer_input: self.embedding_length_per_layer_input,
+            altup_num_inputs: self.altup_num_inputs,
+            laurel_rank: self.laurel_rank,
         };
         if checked_n_params(&raw_tensors(&f)).is_none_or(|n| n > MAX_PARAMS) {
             return Err(FactsError::Inconsistent(format!(
@@ -319,6 +357,59 @@ impl PartialFacts {
         }
         Ok(f)
     }
+}
+
+/// Gemma 3n's own facts are all stated, and are the values llama.cpp's
+/// loader assumes whatever the header says (`src/models/gemma3n.cpp` and
+/// `llama-hparams.h`: the cache of the first 20 layers is shared, 4 AltUp
+/// streams, LAuReL rank 64, per-layer inputs of 256): a model with others
+/// would not be what llama.cpp loads.
+fn check_gemma3n(f: &PartialFacts, block_count: u32) -> Result<(), FactsError> {
+    let mut missing = Vec::new();
+    macro_rules! need {
+        ($f:ident) => {
+            if f.$f.is_none() {
+                missing.push(stringify!($f));
+            }
+        };
+    }
+    need!(sliding_window);
+    need!(sliding_window_pattern);
+    need!(shared_kv_layers);
+    need!(embedding_length_per_layer_input);
+    need!(altup_num_inputs);
+    need!(laurel_rank);
+    if !missing.is_empty() {
+        return Err(FactsError::Missing(missing));
+    }
+    let shared = f.shared_kv_layers.unwrap_or(0);
+    let fixed = [
+        (
+            "layers before the shared ones",
+            u64::from(block_count.saturating_sub(shared)),
+            20,
+        ),
+        (
+            "embedding_length_per_layer_input",
+            f.embedding_length_per_layer_input.unwrap_or(0),
+            256,
+        ),
+        ("altup_num_inputs", f.altup_num_inputs.unwrap_or(0), 4),
+        ("laurel_rank", f.laurel_rank.unwrap_or(0), 64),
+    ];
+    for (what, v, llama_cpp) in fixed {
+        if v != llama_cpp {
+            return Err(FactsError::Inconsistent(format!(
+                "gemma3n {what} {v}: llama.cpp loads {llama_cpp}"
+            )));
+        }
+    }
+    if f.sliding_window_pattern == Some(0) {
+        return Err(FactsError::Inconsistent(
+            "sliding_window_pattern must be above 0".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// The generic shape [`estimate`] uses for what the facts leave open.
@@ -469,6 +560,11 @@ fn layout(arch: &str) -> Layout {
             always_tied: true,
             ..d
         },
+        // Laid out by the zoo ([`zoo_parts`]); tied, as gemma2/3.
+        "gemma3n" => Layout {
+            always_tied: true,
+            ..d
+        },
         "phi3" => Layout { fused: true, ..d },
         "deepseek2" => Layout { mla: true, ..d },
         "gpt-oss" => Layout { gpt_oss: true, ..d },
@@ -481,7 +577,7 @@ fn layout(arch: &str) -> Layout {
 /// the zoo knows: one layout per architecture, checked against llama.cpp
 /// there.
 fn zoo_parts(f: &ArchFacts) -> Option<(Vec<(String, Value)>, Vec<(String, Vec<u64>)>)> {
-    use super::zoo::dense;
+    use super::zoo::{dense, gemma3n};
     let draft = match f.architecture.as_str() {
         "glm4" => dense::glm4(&dense::Glm4 {
             n_layer: f.block_count,
@@ -496,6 +592,23 @@ fn zoo_parts(f: &ArchFacts) -> Option<(Vec<(String, Value)>, Vec<(String, Vec<u6
                 .ok()
                 .filter(|&n| n > 0),
             tied: f.tied_embeddings,
+        }),
+        "gemma3n" => gemma3n::gemma3n(&gemma3n::Gemma3n {
+            n_layer: f.block_count,
+            n_embd: f.embedding_length,
+            n_ff: f.feed_forward_length,
+            n_head: f.head_count,
+            n_head_kv: f.head_count_kv,
+            head_dim: f.key_length,
+            n_vocab: f.vocab_size,
+            n_ctx_train: f.context_length,
+            sliding_window: f.sliding_window?,
+            swa_period: f.sliding_window_pattern?,
+            per_layer: f.embedding_length_per_layer_input?,
+            altup: f.altup_num_inputs?,
+            laurel: f.laurel_rank?,
+            shared_kv_layers: f.shared_kv_layers?,
+            sparse_layers: None,
         }),
         _ => return None,
     };
@@ -849,7 +962,18 @@ fn value_len(v: &Value) -> Option<u64> {
         Value::U32(_) | Value::I32(_) | Value::F32(_) => 4,
         Value::U64(_) | Value::I64(_) | Value::F64(_) => 8,
         Value::String(s) => 8 + s.len() as u64,
-        Value::Array(_) => return None,
+        // Element type, count, then the elements (the per-layer arrays the
+        // zoo's layouts write).
+        Value::Array(a) => {
+            let n = |len: usize, size: u64| 4 + 8 + len as u64 * size;
+            match a.items() {
+                ArrayItems::Bool(v) => n(v.len(), 1),
+                ArrayItems::I32(v) => n(v.len(), 4),
+                ArrayItems::U32(v) => n(v.len(), 4),
+                ArrayItems::F32(v) => n(v.len(), 4),
+                _ => return None,
+            }
+        }
     })
 }
 
@@ -988,6 +1112,113 @@ mod tests {
             }
         }
         Ok(())
+    }
+
+    /// Gemma-3n-E2B's facts as `config.json` states them.
+    fn gemma3n_e2b() -> PartialFacts {
+        PartialFacts {
+            architecture: Some("gemma3n".into()),
+            block_count: Some(30),
+            embedding_length: Some(2048),
+            feed_forward_length: Some(8192),
+            head_count: Some(8),
+            head_count_kv: Some(2),
+            key_length: Some(256),
+            vocab_size: Some(262_400),
+            context_length: Some(32_768),
+            sliding_window: Some(512),
+            sliding_window_pattern: Some(5),
+            shared_kv_layers: Some(10),
+            embedding_length_per_layer_input: Some(256),
+            altup_num_inputs: Some(4),
+            laurel_rank: Some(64),
+            ..PartialFacts::default()
+        }
+    }
+
+    /// A catalog entry of Gemma 3n gets the zoo's Gemma-3n-E2B header,
+    /// tensor for tensor and byte for byte in every file type (the zoo's
+    /// header is the one held to llama.cpp's accounting, in
+    /// `memory/tests_zoo.rs`), and the same metadata but for the
+    /// activation sparsity, which sizes nothing.
+    #[test]
+    fn gemma3n_facts_give_the_zoo_s_header() -> Result<(), FactsError> {
+        use crate::synth::zoo::{self, Model};
+        let f = gemma3n_e2b().complete()?;
+        assert!(f.tied_embeddings);
+        for ftype in [
+            FileType::Q4_K_M,
+            FileType::Q8_0,
+            FileType::Q6_K,
+            FileType::IQ2_M,
+            FileType::BF16,
+        ] {
+            let ours = header(&f, ftype)?;
+            let zoo = zoo::build(Model::Gemma3nE2B, ftype)?;
+            assert_eq!(ours.tensors, zoo.tensors, "{}", ftype.name());
+            assert_eq!(
+                ours.total_tensor_bytes(),
+                zoo.total_tensor_bytes(),
+                "{}",
+                ftype.name()
+            );
+            let keys = |h: &Header| -> Vec<(String, Value)> {
+                h.metadata
+                    .iter()
+                    .filter(|(k, _)| {
+                        k.starts_with("gemma3n.") && !k.ends_with("activation_sparsity_scale")
+                    })
+                    .cloned()
+                    .collect()
+            };
+            assert_eq!(keys(&ours), keys(&zoo));
+            assert_eq!(header_direct(&f, ftype, tensors(&f, ftype))?, ours);
+            assert_eq!(
+                profile(&f, ftype)?.weight_bytes,
+                crate::profile::profile(&zoo)?.weight_bytes
+            );
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn gemma3n_facts_are_those_llama_cpp_loads() {
+        let missing = PartialFacts {
+            laurel_rank: None,
+            ..gemma3n_e2b()
+        };
+        assert!(
+            matches!(missing.complete(), Err(FactsError::Missing(m)) if m == vec!["laurel_rank"])
+        );
+        for (f, why) in [
+            (
+                PartialFacts {
+                    shared_kv_layers: Some(15),
+                    ..gemma3n_e2b()
+                },
+                "gemma3n layers before the shared ones 15: llama.cpp loads 20",
+            ),
+            (
+                PartialFacts {
+                    altup_num_inputs: Some(2),
+                    ..gemma3n_e2b()
+                },
+                "gemma3n altup_num_inputs 2: llama.cpp loads 4",
+            ),
+        ] {
+            match f.complete() {
+                Err(FactsError::Inconsistent(w)) => assert_eq!(w, why),
+                other => panic!("{other:?}"),
+            }
+        }
+        // E4B: 35 layers, the last 15 sharing.
+        let e4b = PartialFacts {
+            block_count: Some(35),
+            feed_forward_length: Some(16_384),
+            shared_kv_layers: Some(15),
+            ..gemma3n_e2b()
+        };
+        assert!(e4b.complete().is_ok());
     }
 
     #[test]

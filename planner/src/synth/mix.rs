@@ -267,7 +267,8 @@ fn kept_as_converted(name: &str) -> bool {
 /// it is, as a 16-bit float: the matrices of [`kept_as_converted`] but the
 /// AltUp coefficients (llama.cpp's converter forces those to F32, as every
 /// 1-D tensor and norm; synthetic files store all of those as F32).
-fn converted_in_16_bits(name: &str, dims: &[u64]) -> bool {
+#[must_use]
+pub fn converted_in_16_bits(name: &str, dims: &[u64]) -> bool {
     let n_dims = dims.iter().rposition(|&d| d != 1).map_or(1, |i| i + 1);
     n_dims >= 2
         && name.ends_with("weight")

@@ -24,7 +24,7 @@ use crate::gguf::writer::{HeaderBuilder, create_sparse_file};
 use crate::gguf::{Array, ArrayItems, GgufError, Header, Value};
 
 pub(super) mod dense;
-mod gemma3n;
+pub(super) mod gemma3n;
 pub(super) mod hybrid;
 mod latent;
 pub(super) mod moe;

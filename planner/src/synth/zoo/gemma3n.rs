@@ -28,26 +28,74 @@ use crate::gguf::{Array, ArrayItems, Value};
 /// The tensors are those `src/models/gemma3n.cpp` loads: every layer keeps
 /// its K and V projections, shared or not.
 pub(super) fn gemma3n_e2b() -> Draft {
-    const LAYERS: u32 = 30;
-    const EMBD: u64 = 2048;
-    const FF: u64 = 8192;
-    const HEAD: u64 = 256;
-    const HEADS: u64 = 8;
-    const KV_HEADS: u64 = 2;
-    const PER_LAYER: u64 = 256;
-    const ALTUP: u64 = 4;
-    const LAUREL: u64 = 64;
-    const SPARSE_LAYERS: u32 = 10;
+    gemma3n(&Gemma3n {
+        n_layer: 30,
+        n_embd: 2048,
+        n_ff: 8192,
+        n_head: 8,
+        n_head_kv: 2,
+        head_dim: 256,
+        n_vocab: 262_400,
+        n_ctx_train: 32_768,
+        sliding_window: 512,
+        swa_period: 5,
+        per_layer: 256,
+        altup: 4,
+        laurel: 64,
+        shared_kv_layers: 10,
+        sparse_layers: Some(10),
+    })
+}
+
+/// The hyper-parameters of a Gemma 3n (`gemma3n`) model, under the names
+/// of its GGUF keys where it has one.
+pub(crate) struct Gemma3n {
+    pub n_layer: u32,
+    pub n_embd: u64,
+    /// `feed_forward_length`, the same on every layer.
+    pub n_ff: u64,
+    pub n_head: u64,
+    pub n_head_kv: u64,
+    pub head_dim: u64,
+    /// Rows of both embeddings (the converter pads the per-layer one to it).
+    pub n_vocab: u64,
+    pub n_ctx_train: u64,
+    pub sliding_window: u32,
+    /// Every `swa_period`-th layer is full attention, the others sliding
+    /// (`attention.sliding_window_pattern`, written as per-layer flags).
+    pub swa_period: u32,
+    /// `embedding_length_per_layer_input`.
+    pub per_layer: u64,
+    /// `altup.num_inputs`.
+    pub altup: u64,
+    /// LAuReL's rank (no GGUF key: llama.cpp takes 64).
+    pub laurel: u64,
+    /// `attention.shared_kv_layers`.
+    pub shared_kv_layers: u32,
+    /// Leading layers with activation sparsity
+    /// (`activation_sparsity_scale`, which sizes nothing; unset: no key).
+    pub sparse_layers: Option<u32>,
+}
+
+/// A Gemma 3n model: the keys and tensors of `src/models/gemma3n.cpp`.
+pub(crate) fn gemma3n(p: &Gemma3n) -> Draft {
+    let layers = p.n_layer;
+    let embd = p.n_embd;
+    let ff = p.n_ff;
+    let head = p.head_dim;
+    let (heads, kv_heads) = (p.n_head, p.n_head_kv);
+    let (per_layer, altup, laurel) = (p.per_layer, p.altup, p.laurel);
+    let u32_of = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
     let mut d = Draft::new(
         "gemma3n",
         &Common {
-            n_layer: LAYERS,
-            n_embd: EMBD as u32,
-            n_ff: FF as u32,
-            n_head: HEADS as u32,
-            n_head_kv: KV_HEADS as u32,
-            n_vocab: 262_400,
-            n_ctx_train: 32_768,
+            n_layer: layers,
+            n_embd: u32_of(embd),
+            n_ff: u32_of(ff),
+            n_head: u32_of(heads),
+            n_head_kv: u32_of(kv_heads),
+            n_vocab: p.n_vocab,
+            n_ctx_train: p.n_ctx_train,
             rope_base: 1_000_000.0,
             norm_eps: 1e-6,
             ..Common::default()
@@ -56,80 +104,87 @@ pub(super) fn gemma3n_e2b() -> Draft {
     // `intermediate_size` is a per-layer list: the converter writes an array
     // (of int32, gguf-py's type for Python ints).
     let ff_key = format!("{}.feed_forward_length", d.arch);
-    let widths = Array::new(ArrayItems::I32(vec![FF as i32; LAYERS as usize]));
+    let ff_i32 = i32::try_from(ff).unwrap_or(i32::MAX);
+    let widths = Array::new(ArrayItems::I32(vec![ff_i32; layers as usize]));
     for (k, v) in &mut d.meta {
         if *k == ff_key {
             *v = Value::Array(widths.clone());
         }
     }
-    d.kv("attention.head_count_kv", KV_HEADS as u32);
-    d.kv("attention.key_length", HEAD as u32);
-    d.kv("attention.value_length", HEAD as u32);
-    d.kv("attention.sliding_window", 512u32);
+    d.kv("attention.head_count_kv", u32_of(kv_heads));
+    d.kv("attention.key_length", u32_of(head));
+    d.kv("attention.value_length", u32_of(head));
+    d.kv("attention.sliding_window", p.sliding_window);
     d.kv("final_logit_softcapping", 30.0f32);
     d.kv("altup.active_idx", 0u32);
-    d.kv("altup.num_inputs", ALTUP as u32);
-    d.kv("embedding_length_per_layer_input", PER_LAYER as u32);
-    d.kv("attention.shared_kv_layers", 10u32);
-    // `activation_sparsity_pattern` as the converter writes it: the normal
-    // distribution's quantile of each layer's sparsity (0.95 → 1.6448536,
-    // 0 → -inf).
-    let scales = (0..LAYERS)
-        .map(|il| {
-            if il < SPARSE_LAYERS {
-                1.644_853_6f32
-            } else {
-                f32::NEG_INFINITY
-            }
-        })
-        .collect();
-    d.kv(
-        "activation_sparsity_scale",
-        Array::new(ArrayItems::F32(scales)),
-    );
-    let pattern = (0..LAYERS).map(|il| (il + 1) % 5 != 0).collect();
+    d.kv("altup.num_inputs", u32_of(altup));
+    d.kv("embedding_length_per_layer_input", u32_of(per_layer));
+    d.kv("attention.shared_kv_layers", p.shared_kv_layers);
+    if let Some(sparse) = p.sparse_layers {
+        // `activation_sparsity_pattern` as the converter writes it: the
+        // normal distribution's quantile of each layer's sparsity (0.95 →
+        // 1.6448536, 0 → -inf).
+        let scales = (0..layers)
+            .map(|il| {
+                if il < sparse {
+                    1.644_853_6f32
+                } else {
+                    f32::NEG_INFINITY
+                }
+            })
+            .collect();
+        d.kv(
+            "activation_sparsity_scale",
+            Array::new(ArrayItems::F32(scales)),
+        );
+    }
+    let period = p.swa_period.max(1);
+    let pattern = (0..layers).map(|il| (il + 1) % period != 0).collect();
     d.kv(
         "attention.sliding_window_pattern",
         Array::new(ArrayItems::Bool(pattern)),
     );
 
-    d.embeddings(EMBD, true);
-    d.global("altup_proj.weight", &[EMBD, EMBD, ALTUP - 1]);
-    d.global("altup_unembd_proj.weight", &[EMBD, EMBD, ALTUP - 1]);
+    let per_layer_all = per_layer.saturating_mul(u64::from(layers));
+    d.embeddings(embd, true);
+    d.global("altup_proj.weight", &[embd, embd, altup.saturating_sub(1)]);
     d.global(
-        "per_layer_token_embd.weight",
-        &[PER_LAYER * u64::from(LAYERS), d.n_vocab],
+        "altup_unembd_proj.weight",
+        &[embd, embd, altup.saturating_sub(1)],
     );
-    d.global(
-        "per_layer_model_proj.weight",
-        &[EMBD, PER_LAYER * u64::from(LAYERS)],
-    );
-    d.global("per_layer_proj_norm.weight", &[PER_LAYER]);
-    for il in 0..LAYERS {
-        d.blk(il, "attn_norm.weight", &[EMBD]);
-        d.blk(il, "attn_q.weight", &[EMBD, HEADS * HEAD]);
-        d.blk(il, "attn_k.weight", &[EMBD, KV_HEADS * HEAD]);
-        d.blk(il, "attn_v.weight", &[EMBD, KV_HEADS * HEAD]);
-        d.blk(il, "attn_output.weight", &[HEADS * HEAD, EMBD]);
-        d.blk(il, "attn_q_norm.weight", &[HEAD]);
-        d.blk(il, "attn_k_norm.weight", &[HEAD]);
-        d.blk(il, "post_attention_norm.weight", &[EMBD]);
-        d.blk(il, "ffn_norm.weight", &[EMBD]);
-        d.blk(il, "ffn_gate.weight", &[EMBD, FF]);
-        d.blk(il, "ffn_up.weight", &[EMBD, FF]);
-        d.blk(il, "ffn_down.weight", &[FF, EMBD]);
-        d.blk(il, "post_ffw_norm.weight", &[EMBD]);
-        d.blk(il, "inp_gate.weight", &[EMBD, PER_LAYER]);
-        d.blk(il, "proj.weight", &[PER_LAYER, EMBD]);
-        d.blk(il, "post_norm.weight", &[EMBD]);
-        d.blk(il, "altup_correct_coef.weight", &[ALTUP, ALTUP]);
-        d.blk(il, "altup_correct_scale.weight", &[EMBD]);
-        d.blk(il, "altup_predict_coef.weight", &[ALTUP, ALTUP * ALTUP]);
-        d.blk(il, "altup_router.weight", &[EMBD, ALTUP]);
-        d.blk(il, "altup_router_norm.weight", &[EMBD]);
-        d.blk(il, "laurel_l.weight", &[EMBD, LAUREL]);
-        d.blk(il, "laurel_r.weight", &[LAUREL, EMBD]);
-        d.blk(il, "laurel_post_norm.weight", &[EMBD]);
+    d.global("per_layer_token_embd.weight", &[per_layer_all, d.n_vocab]);
+    d.global("per_layer_model_proj.weight", &[embd, per_layer_all]);
+    d.global("per_layer_proj_norm.weight", &[per_layer]);
+    let (q, kv) = (heads.saturating_mul(head), kv_heads.saturating_mul(head));
+    for il in 0..layers {
+        d.blk(il, "attn_norm.weight", &[embd]);
+        d.blk(il, "attn_q.weight", &[embd, q]);
+        d.blk(il, "attn_k.weight", &[embd, kv]);
+        d.blk(il, "attn_v.weight", &[embd, kv]);
+        d.blk(il, "attn_output.weight", &[q, embd]);
+        d.blk(il, "attn_q_norm.weight", &[head]);
+        d.blk(il, "attn_k_norm.weight", &[head]);
+        d.blk(il, "post_attention_norm.weight", &[embd]);
+        d.blk(il, "ffn_norm.weight", &[embd]);
+        d.blk(il, "ffn_gate.weight", &[embd, ff]);
+        d.blk(il, "ffn_up.weight", &[embd, ff]);
+        d.blk(il, "ffn_down.weight", &[ff, embd]);
+        d.blk(il, "post_ffw_norm.weight", &[embd]);
+        d.blk(il, "inp_gate.weight", &[embd, per_layer]);
+        d.blk(il, "proj.weight", &[per_layer, embd]);
+        d.blk(il, "post_norm.weight", &[embd]);
+        d.blk(il, "altup_correct_coef.weight", &[altup, altup]);
+        d.blk(il, "altup_correct_scale.weight", &[embd]);
+        d.blk(
+            il,
+            "altup_predict_coef.weight",
+            &[altup, altup.saturating_mul(altup)],
+        );
+        d.blk(il, "altup_router.weight", &[embd, altup]);
+        d.blk(il, "altup_router_norm.weight", &[embd]);
+        d.blk(il, "laurel_l.weight", &[embd, laurel]);
+        d.blk(il, "laurel_r.weight", &[laurel, embd]);
+        d.blk(il, "laurel_post_norm.weight", &[embd]);
     }
     d
 }
