@@ -20,8 +20,8 @@ use crate::hw::{BandwidthSource, HardwareSnapshot, Host};
 /// records it with each run, and only runs estimated by this version
 /// calibrate later estimates: a ratio to an older model's estimate says
 /// nothing about this one's. (4: the CPU's per-layer cost follows this
-/// machine's measured barrier time.)
-pub const SPEED_MODEL_VERSION: u32 = 4;
+/// machine's measured barrier time; 5: 17.5 ns per vocabulary entry, was 5.)
+pub const SPEED_MODEL_VERSION: u32 = 5;
 
 /// Calibration factors are clamped to this range: a run that measured more
 /// than 4× off its estimate is a machine that was busy, asleep or
@@ -108,10 +108,25 @@ pub const CPU_BANDWIDTH_EFFICIENCY: f64 = 0.8;
 /// SmolLM2's estimate was up to 32% low: it is a property of the moment,
 /// not of the CPU.
 pub const CPU_PER_LAYER_S: f64 = 0.12e-3;
-/// CPU time per vocabulary entry per generated token outside the graph: the
-/// sampler builds and scans a candidate array over the whole vocabulary
-/// (262k entries for Gemma 3, about 1.3 ms per token on the test machine).
-pub const SAMPLING_S_PER_VOCAB: f64 = 5.0e-9;
+/// CPU time per vocabulary entry per generated token beyond the bytes read
+/// and the layers: the sampler builds and scans a candidate array over the
+/// whole vocabulary, and the logits row is written and read back. It was
+/// 5 ns (about 1.3 ms per token for Gemma 3's 262k entries); the real demo
+/// models then showed the rest. 18 soak runs of
+/// `calibration::soak::without_history…` (9 per model, `run -n 32 --temp 0
+/// --ignore-eos`, each on a fresh cache, other processes under 0.3 cores)
+/// on the 2-core test VM, 2026-12-03 10:41–10:45 UTC, at 5 ns: Gemma-3-270M
+/// (262,144 entries) took a median 2.9 ms per token more than estimated
+/// (2.4–5.9), SmolLM2-135M (49,152) 0.2 ms more (−1.6–+2.4), while the
+/// stream bandwidth read 22–39 GB/s; the 2.7 ms between them over the
+/// 212,992 entries between them is 12.7 ns more per entry. Recomputed with
+/// 17.5 ns, the same runs
+/// give the three batches' median errors of +2%, −5%, −3% (Gemma) and −12%, −4%,
+/// −2% (SmolLM2), where they were +27%, +16%, +25% and −7%, +2%, +5%.
+/// Synthetic files of the same shapes (no tokenizer) do not show the cost
+/// ([`BARRIERS_PER_LAYER`]'s fit), so it is a property of real decoding,
+/// measured on these two models only.
+pub const SAMPLING_S_PER_VOCAB: f64 = 17.5e-9;
 /// Per-layer fixed cost on a GPU (kernel launches, mostly hidden by CUDA graphs).
 pub const GPU_PER_LAYER_S: f64 = 0.02e-3;
 /// Fraction of a GPU's peak bandwidth llama.cpp's CUDA decode reaches.
