@@ -972,10 +972,20 @@ fn one_row_per_model_the_other_files_of_it_folded_in() {
         folded += 1;
         let id = r["id"].as_str().expect("id");
         let of = r["variant_of"].as_str().expect("variant_of");
-        assert!(shown.iter().all(|s| s["id"] != id), "{id} shown beside {of}");
-        let kept = shown.iter().find(|s| s["id"] == of).expect("the row it is folded into");
         assert!(
-            kept["also_as"].as_array().expect("also_as").iter().any(|a| a == id),
+            shown.iter().all(|s| s["id"] != id),
+            "{id} shown beside {of}"
+        );
+        let kept = shown
+            .iter()
+            .find(|s| s["id"] == of)
+            .expect("the row it is folded into");
+        assert!(
+            kept["also_as"]
+                .as_array()
+                .expect("also_as")
+                .iter()
+                .any(|a| a == id),
             "{of}: {}",
             kept["also_as"]
         );
@@ -984,5 +994,8 @@ fn one_row_per_model_the_other_files_of_it_folded_in() {
         let pos = |rows: &[Value], id: &str| rows.iter().position(|x| x["id"] == id);
         assert!(pos(&all, of) < pos(&all, id), "{of} ranks above {id}");
     }
-    assert!(folded > 0, "the Gemma 3 QAT checkpoints fold into their models");
+    assert!(
+        folded > 0,
+        "the Gemma 3 QAT checkpoints fold into their models"
+    );
 }
