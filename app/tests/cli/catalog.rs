@@ -1264,6 +1264,47 @@ fn with_vocabulary(h: &Header, n_vocab: u64) -> Header {
     b.build().expect("a valid header")
 }
 
+/// An entry, its file, architecture, header and header file.
+type Distinct<'a> = (
+    &'a Entry,
+    &'a Quant,
+    headroom::catalog::plan::ResolvedArch,
+    Header,
+    std::path::PathBuf,
+);
+
+/// For each distinct shape among the entries whose architecture `wanted`
+/// accepts (entries of one shape, a fine-tune or another context length,
+/// load alike): the entry, the file planned (its Q4_K_M file, else its
+/// first), its architecture, and the synthetic header with a tokenizer of
+/// its vocabulary's size, written as a sparse file in `dir` (the path).
+fn distinct_headers<'a>(
+    cat: &'a Catalog,
+    dir: &std::path::Path,
+    wanted: impl Fn(&str) -> bool,
+) -> Vec<Distinct<'a>> {
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    for e in cat.entries() {
+        let arch = resolve_arch(cat, e).expect("resolves");
+        if !wanted(&arch.facts.architecture) {
+            continue;
+        }
+        let q = e.quant("Q4_K_M").unwrap_or(&e.quants[0]);
+        let mut shape = arch.facts.clone();
+        shape.context_length = 0;
+        if !seen.insert((shape, q.file_type)) {
+            continue;
+        }
+        let header = facts::header(&arch.facts, q.file_type).expect("header");
+        let header = with_vocabulary(&header, arch.facts.vocab_size);
+        let path = dir.join(format!("{}.gguf", e.id));
+        create_sparse_file(&path, &header).expect("write");
+        out.push((e, q, arch, header, path));
+    }
+    out
+}
+
 /// The synthetic header of every entry (its Q4_K_M file, else its first),
 /// with a tokenizer of its vocabulary's size, loads in llama.cpp's
 /// `no_alloc` accounting (nothing read or allocated) with the entry's
@@ -1275,19 +1316,7 @@ fn every_entry_s_synthetic_header_loads_in_llama_cpp() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut failed = Vec::new();
     // Entries of one shape (a fine-tune, another context length) load alike.
-    let mut seen = HashSet::new();
-    for e in cat.entries() {
-        let arch = resolve_arch(&cat, e).expect("resolves");
-        let q = e.quant("Q4_K_M").unwrap_or(&e.quants[0]);
-        let mut shape = arch.facts.clone();
-        shape.context_length = 0;
-        if !seen.insert((shape, q.file_type)) {
-            continue;
-        }
-        let header = facts::header(&arch.facts, q.file_type).expect("header");
-        let header = with_vocabulary(&header, arch.facts.vocab_size);
-        let path = dir.path().join(format!("{}.gguf", e.id));
-        create_sparse_file(&path, &header).expect("write");
+    for (e, q, arch, header, path) in distinct_headers(&cat, dir.path(), |_| true) {
         let p = AccountingParams {
             n_ctx: 512,
             ..AccountingParams::for_model(&path)
@@ -1431,23 +1460,9 @@ fn zoo_laid_out_entries_match_llama_cpp_accounting() {
     )
     .expect("overrides");
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut seen = HashSet::new();
     let (mut report, mut failed) = (Vec::new(), Vec::new());
-    for e in cat.entries() {
-        let arch = resolve_arch(&cat, e).expect("resolves");
-        if !ARCHS.contains(&arch.facts.architecture.as_str()) {
-            continue;
-        }
-        let q = e.quant("Q4_K_M").unwrap_or(&e.quants[0]);
-        let mut shape = arch.facts.clone();
-        shape.context_length = 0;
-        if !seen.insert((shape, q.file_type)) {
-            continue;
-        }
-        let header = facts::header(&arch.facts, q.file_type).expect("header");
-        let header = with_vocabulary(&header, arch.facts.vocab_size);
-        let path = dir.path().join(format!("{}.gguf", e.id));
-        create_sparse_file(&path, &header).expect("write");
+    let wanted = |a: &str| ARCHS.contains(&a);
+    for (e, q, arch, _, path) in distinct_headers(&cat, dir.path(), wanted) {
         let profile = headroom::source::load_profile(&path).expect("planner reads the header");
         let n_ctx_train = u32::try_from(arch.facts.context_length).unwrap_or(u32::MAX);
         for n_ctx in [4096u32, 32768]
