@@ -23,7 +23,7 @@
 //! quality alone. Each model shows its best configuration ([`pick`]): the
 //! highest expected quality among those over the floor, else the fastest.
 //! A model is hidden when a successor that lists it in `supersedes` is
-//! usable on the same machine ([`hidden`]).
+//! usable on the same machine ([`superseded_by`]).
 //!
 //! The older size-based quality class stays for models without a quality
 //! figure: ⌊2 · (log2(effective parameters in billions) − bits + speed)⌋,
@@ -209,11 +209,17 @@ impl Config {
         standing(self.runs, self.tokens_per_s, min_speed)
     }
 
-    /// What orders configurations of one model by quality: the expected
-    /// quality, or the bits per weight when the model has no figure.
+    /// What orders configurations of one model by quality ([`merit`]).
     fn merit(&self) -> f64 {
-        self.quality.unwrap_or(self.bits_per_weight)
+        merit(self.quality, self.bits_per_weight)
     }
+}
+
+/// What orders the files of one model by quality: the expected quality, or
+/// the bits per weight when the model has no quality figure.
+#[must_use]
+pub fn merit(quality: Option<f64>, bits_per_weight: f64) -> f64 {
+    quality.unwrap_or(bits_per_weight)
 }
 
 /// The configuration a model is shown with: the highest expected quality
@@ -284,19 +290,28 @@ pub fn cmp_rows(a: &RowKey<'_>, b: &RowKey<'_>) -> Ordering {
         .then_with(|| a.id.cmp(b.id))
 }
 
-/// Which rows a ranking hides: row `i` is hidden when a row `j` whose model
-/// lists it in `supersedes` is usable. `ids[i]` is row `i`'s id,
-/// `supersedes[i]` what its model supersedes, `usable[i]` whether it is
-/// usable.
+/// Who supersedes each row: for row `i`, the rows `j` that are usable and
+/// whose model lists row `i`'s id in `supersedes`. A row with any is hidden
+/// (`--all` shows it). `ids[i]` is row `i`'s id, `supersedes[i]` what its
+/// model supersedes, `usable[i]` whether it is usable.
 #[must_use]
-pub fn hidden<S: AsRef<str>>(ids: &[S], supersedes: &[Vec<S>], usable: &[bool]) -> Vec<bool> {
+pub fn superseded_by<S: AsRef<str>>(
+    ids: &[S],
+    supersedes: &[Vec<S>],
+    usable: &[bool],
+) -> Vec<Vec<usize>> {
     ids.iter()
         .map(|id| {
             let id = id.as_ref();
             supersedes
                 .iter()
                 .zip(usable)
-                .any(|(olds, &ok)| ok && olds.iter().any(|o| o.as_ref().eq_ignore_ascii_case(id)))
+                .enumerate()
+                .filter(|(_, (olds, ok))| {
+                    **ok && olds.iter().any(|o| o.as_ref().eq_ignore_ascii_case(id))
+                })
+                .map(|(j, _)| j)
+                .collect()
         })
         .collect()
 }
@@ -718,7 +733,13 @@ mod tests {
                 }
             }
             let usable = &usable[..n];
-            let h = hidden(&ids, &sup, usable);
+            let by = superseded_by(&ids, &sup, usable);
+            for (i, js) in by.iter().enumerate() {
+                for &j in js {
+                    prop_assert!(usable[j] && sup[j].contains(&ids[i]));
+                }
+            }
+            let h: Vec<bool> = by.iter().map(|js| !js.is_empty()).collect();
             for (j, olds) in sup.iter().enumerate() {
                 for o in olds {
                     let i = ids.iter().position(|x| x == o).expect("an id");

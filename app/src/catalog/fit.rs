@@ -14,10 +14,11 @@
 //! and their property tests.
 //!
 //! The purpose (`--use`'s first tag: chat, code or reasoning) sets the
-//! speed floor (`--min-speed` replaces it) and the context: code and
-//! reasoning models get 32k and 16k where the model allows, when that costs
-//! under [`CTX_SPEED_COST`] of the speed; otherwise the row says what the
-//! longer context would cost.
+//! speed floor (`--min-speed` replaces it) and the context: every file is
+//! chosen at [`BASE_CTX`], and the pick gets the purpose's (8k chat, 16k
+//! reasoning, 32k code, where the model allows) when that costs under
+//! [`CTX_SPEED_COST`] of the speed; otherwise the row says what the longer
+//! context would cost.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -275,7 +276,7 @@ struct Candidate {
 
 impl Candidate {
     fn merit(&self) -> f64 {
-        self.quality.unwrap_or(self.bpw)
+        rank::merit(self.quality, self.bpw)
     }
 }
 
@@ -603,7 +604,7 @@ fn why(e: &Entry, planned: &Planned, best: usize, q: &Query) -> String {
             ),
         );
     }
-    if let (Some(quality), Some(_)) = (e.quality, e.quality_basis.as_ref()) {
+    if let Some(quality) = e.quality {
         let loss = quant_loss_elo(quant.file_type);
         let _ = std::fmt::Write::write_fmt(
             &mut s,
@@ -831,28 +832,19 @@ pub fn rank(cat: &Catalog, hw: &HardwareSnapshot, build: Build, q: &Query) -> Re
         .iter()
         .map(|r| r.standing == Standing::Usable)
         .collect();
-    let hidden = rank::hidden(&ids, &supersedes, &usable);
-    let by: Vec<Vec<String>> = ids
+    let by = rank::superseded_by(&ids, &supersedes, &usable);
+    let by: Vec<Vec<String>> = by
         .iter()
-        .map(|id| {
-            rows.iter()
-                .zip(&supersedes)
-                .filter(|(r, olds)| {
-                    r.standing == Standing::Usable
-                        && olds.iter().any(|o| o.eq_ignore_ascii_case(id))
-                })
-                .map(|(r, _)| r.id.clone())
-                .collect()
-        })
+        .map(|js| js.iter().map(|&j| rows[j].id.clone()).collect())
         .collect();
-    for (r, b) in rows.iter_mut().zip(by) {
-        r.superseded_by = b;
-    }
     let mut rows: Vec<Row> = rows
         .into_iter()
-        .zip(hidden)
-        .filter(|(_, h)| q.all || !h)
-        .map(|(r, _)| r)
+        .zip(by)
+        .filter(|(_, b)| q.all || b.is_empty())
+        .map(|(mut r, b)| {
+            r.superseded_by = b;
+            r
+        })
         .collect();
     rows.sort_by(|a, b| rank::cmp_rows(&a.key(), &b.key()));
     let mut rows = fold_variants(rows, q.all);
