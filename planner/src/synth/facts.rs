@@ -13,7 +13,7 @@
 //! Tensor layouts follow llama.cpp's `load_arch_tensors` for the families the
 //! catalog holds (llama and its Mistral/Mixtral variants, qwen2, qwen3,
 //! qwen3moe, gemma2, gemma3, phi3, deepseek2, gpt-oss, and through the
-//! zoo's builders glm4 and gemma3n); any other
+//! zoo's builders glm4, gemma3n, glm4moe and llama4); any other
 //! architecture gets the llama layout, which has the same per-layer bytes to
 //! within its norms and biases. Where facts are missing, [`estimate`] fills
 //! them from the parameter count with a documented generic shape, and the
@@ -113,6 +113,12 @@ pub struct PartialFacts {
     pub altup_num_inputs: Option<u64>,
     /// Rank of the LAuReL residual projections (Gemma 3n; no GGUF key).
     pub laurel_rank: Option<u64>,
+    /// The last blocks that are multi-token-prediction (MTP) blocks,
+    /// counted in `block_count` (`nextn_predict_layers`, GLM-4.5).
+    pub nextn_predict_layers: Option<u32>,
+    /// Every n-th block is MoE, the others dense
+    /// (`interleave_moe_layer_step`, Llama 4).
+    pub interleave_moe_layer_step: Option<u32>,
 }
 
 /// Complete architecture facts: enough to lay out every tensor.
@@ -170,6 +176,10 @@ pub struct ArchFacts {
     pub altup_num_inputs: Option<u64>,
     /// LAuReL rank (Gemma 3n).
     pub laurel_rank: Option<u64>,
+    /// MTP blocks at the end of `block_count` (0: none).
+    pub nextn_predict_layers: u32,
+    /// Every n-th block is MoE (Llama 4).
+    pub interleave_moe_layer_step: Option<u32>,
 }
 
 impl ArchFacts {
@@ -203,6 +213,8 @@ impl ArchFacts {
             embedding_length_per_layer_input: self.embedding_length_per_layer_input,
             altup_num_inputs: self.altup_num_inputs,
             laurel_rank: self.laurel_rank,
+            nextn_predict_layers: Some(self.nextn_predict_layers),
+            interleave_moe_layer_step: self.interleave_moe_layer_step,
         }
     }
 }
@@ -217,7 +229,8 @@ macro_rules! with_compared_facts {
             tied_embeddings, expert_count, expert_used_count, expert_feed_forward_length,
             expert_shared_count, leading_dense_block_count, sliding_window, kv_lora_rank,
             rope_dimension_count, sliding_window_pattern, shared_kv_layers,
-            embedding_length_per_layer_input, altup_num_inputs, laurel_rank $(, $extra)*
+            embedding_length_per_layer_input, altup_num_inputs, laurel_rank,
+            nextn_predict_layers, interleave_moe_layer_step $(, $extra)*
         )
     };
 }
@@ -320,6 +333,7 @@ impl PartialFacts {
         if architecture == "gemma3n" {
             check_gemma3n(self, block_count)?;
         }
+        check_zoo_moe(self, &architecture, block_count, expert_count)?;
         let key_length = self.key_length.unwrap_or(embedding_length / head_count);
         let tied = self.tied_embeddings.unwrap_or(false) || layout(&architecture).always_tied;
         let f = ArchFacts {
@@ -349,6 +363,8 @@ impl PartialFacts {
             embedding_length_per_layer_input: self.embedding_length_per_layer_input,
             altup_num_inputs: self.altup_num_inputs,
             laurel_rank: self.laurel_rank,
+            nextn_predict_layers: self.nextn_predict_layers.unwrap_or(0),
+            interleave_moe_layer_step: self.interleave_moe_layer_step,
         };
         if checked_n_params(&raw_tensors(&f)).is_none_or(|n| n > MAX_PARAMS) {
             return Err(FactsError::Inconsistent(format!(
@@ -408,6 +424,51 @@ fn check_gemma3n(f: &PartialFacts, block_count: u32) -> Result<(), FactsError> {
         return Err(FactsError::Inconsistent(
             "sliding_window_pattern must be above 0".into(),
         ));
+    }
+    Ok(())
+}
+
+/// GLM-4.5 (`glm4moe`) and Llama 4 (`llama4`) facts state what their zoo
+/// layouts need: experts, the rotary size of GLM-4.5's partial RoPE (its
+/// heads are not hidden ÷ heads wide), Llama 4's MoE layer step; and the MTP
+/// blocks are fewer than the blocks.
+fn check_zoo_moe(
+    f: &PartialFacts,
+    arch: &str,
+    block_count: u32,
+    expert_count: u32,
+) -> Result<(), FactsError> {
+    let mut missing = Vec::new();
+    match arch {
+        "glm4moe" => {
+            if f.key_length.is_none() {
+                missing.push("key_length");
+            }
+            if f.rope_dimension_count.is_none() {
+                missing.push("rope_dimension_count");
+            }
+        }
+        "llama4" => {
+            if f.interleave_moe_layer_step.is_none() {
+                missing.push("interleave_moe_layer_step");
+            }
+        }
+        _ => return Ok(()),
+    }
+    if !missing.is_empty() {
+        return Err(FactsError::Missing(missing));
+    }
+    if expert_count == 0 {
+        return Err(FactsError::Inconsistent(format!(
+            "{arch} needs expert_count above 0"
+        )));
+    }
+    if f.nextn_predict_layers.unwrap_or(0) >= block_count
+        || f.leading_dense_block_count.unwrap_or(0) >= block_count
+    {
+        return Err(FactsError::Inconsistent(format!(
+            "{arch}: the MTP and the leading dense blocks must be fewer than the {block_count} blocks"
+        )));
     }
     Ok(())
 }
@@ -577,7 +638,7 @@ fn layout(arch: &str) -> Layout {
 /// the zoo knows: one layout per architecture, checked against llama.cpp
 /// there.
 fn zoo_parts(f: &ArchFacts) -> Option<(Vec<(String, Value)>, Vec<(String, Vec<u64>)>)> {
-    use super::zoo::{dense, gemma3n};
+    use super::zoo::{dense, gemma3n, moe};
     let draft = match f.architecture.as_str() {
         "glm4" => dense::glm4(&dense::Glm4 {
             n_layer: f.block_count,
@@ -609,6 +670,39 @@ fn zoo_parts(f: &ArchFacts) -> Option<(Vec<(String, Value)>, Vec<(String, Vec<u6
             laurel: f.laurel_rank?,
             shared_kv_layers: f.shared_kv_layers?,
             sparse_layers: None,
+        }),
+        "glm4moe" => moe::glm4moe(&moe::Glm4Moe {
+            n_layer: f.block_count,
+            n_nextn: f.nextn_predict_layers,
+            n_embd: f.embedding_length,
+            n_ff: f.feed_forward_length,
+            n_head: f.head_count,
+            n_head_kv: f.head_count_kv,
+            head_dim: f.key_length,
+            rope_dim: u32::try_from(f.rope_dimension_count).ok()?,
+            n_expert: u64::from(f.expert_count),
+            n_expert_used: f.expert_used_count,
+            n_expert_shared: u64::from(f.expert_shared_count),
+            n_ff_exp: f.expert_feed_forward_length,
+            n_dense_lead: f.leading_dense_block_count,
+            n_vocab: f.vocab_size,
+            n_ctx_train: f.context_length,
+            tied: f.tied_embeddings,
+        }),
+        "llama4" => moe::llama4(&moe::Llama4 {
+            n_layer: f.block_count,
+            n_embd: f.embedding_length,
+            n_ff: f.feed_forward_length,
+            n_head: f.head_count,
+            n_head_kv: f.head_count_kv,
+            head_dim: f.key_length,
+            n_expert: u64::from(f.expert_count),
+            n_expert_used: f.expert_used_count,
+            n_ff_exp: f.expert_feed_forward_length,
+            moe_step: f.interleave_moe_layer_step?,
+            n_vocab: f.vocab_size,
+            n_ctx_train: f.context_length,
+            tied: f.tied_embeddings,
         }),
         _ => return None,
     };
@@ -1178,6 +1272,95 @@ mod tests {
                 crate::profile::profile(&zoo)?.weight_bytes
             );
         }
+        Ok(())
+    }
+
+    /// GLM-4.5-Air's facts as llama.cpp's dump of its GGUF header states
+    /// them (47 blocks, the last the MTP block).
+    fn glm45_air() -> PartialFacts {
+        PartialFacts {
+            architecture: Some("glm4moe".into()),
+            block_count: Some(47),
+            embedding_length: Some(4096),
+            feed_forward_length: Some(10944),
+            head_count: Some(96),
+            head_count_kv: Some(8),
+            key_length: Some(128),
+            value_length: Some(128),
+            vocab_size: Some(151_552),
+            context_length: Some(131_072),
+            expert_count: Some(128),
+            expert_used_count: Some(8),
+            expert_feed_forward_length: Some(1408),
+            expert_shared_count: Some(1),
+            leading_dense_block_count: Some(1),
+            rope_dimension_count: Some(64),
+            nextn_predict_layers: Some(1),
+            ..PartialFacts::default()
+        }
+    }
+
+    /// Llama-4-Scout-17B-16E's facts under the converter's keys.
+    fn llama4_scout() -> PartialFacts {
+        PartialFacts {
+            architecture: Some("llama4".into()),
+            block_count: Some(48),
+            embedding_length: Some(5120),
+            feed_forward_length: Some(16384),
+            head_count: Some(40),
+            head_count_kv: Some(8),
+            key_length: Some(128),
+            vocab_size: Some(202_048),
+            context_length: Some(10_485_760),
+            expert_count: Some(16),
+            expert_used_count: Some(1),
+            expert_feed_forward_length: Some(8192),
+            expert_shared_count: Some(1),
+            interleave_moe_layer_step: Some(1),
+            ..PartialFacts::default()
+        }
+    }
+
+    /// A catalog entry of GLM-4.5 or Llama 4 gets the zoo's header of its
+    /// reference model (held to llama.cpp's accounting in
+    /// `memory/tests_zoo.rs`), tensor for tensor, with the same keys.
+    #[test]
+    fn glm4moe_and_llama4_facts_give_the_zoo_s_headers() -> Result<(), FactsError> {
+        use crate::synth::zoo::{self, Model};
+        for (facts, model) in [
+            (glm45_air(), Model::Glm45Air),
+            (llama4_scout(), Model::Llama4Scout),
+        ] {
+            let f = facts.complete()?;
+            for ftype in [FileType::Q4_K_M, FileType::Q8_0, FileType::IQ2_M] {
+                let ours = header(&f, ftype)?;
+                let zoo = zoo::build(model, ftype)?;
+                assert_eq!(ours.tensors, zoo.tensors, "{}", ftype.name());
+                let keys = |h: &Header| -> Vec<(String, Value)> {
+                    h.metadata
+                        .iter()
+                        .filter(|(k, _)| k.starts_with(&format!("{}.", f.architecture)))
+                        .cloned()
+                        .collect()
+                };
+                assert_eq!(keys(&ours), keys(&zoo));
+                assert_eq!(header_direct(&f, ftype, tensors(&f, ftype))?, ours);
+            }
+        }
+        let no_step = PartialFacts {
+            interleave_moe_layer_step: None,
+            ..llama4_scout()
+        };
+        assert!(
+            matches!(no_step.complete(), Err(FactsError::Missing(m)) if m == vec!["interleave_moe_layer_step"])
+        );
+        let no_rope = PartialFacts {
+            rope_dimension_count: None,
+            ..glm45_air()
+        };
+        assert!(
+            matches!(no_rope.complete(), Err(FactsError::Missing(m)) if m == vec!["rope_dimension_count"])
+        );
         Ok(())
     }
 
