@@ -119,6 +119,9 @@ pub struct PartialFacts {
     /// Every n-th block is MoE, the others dense
     /// (`interleave_moe_layer_step`, Llama 4).
     pub interleave_moe_layer_step: Option<u32>,
+    /// Latent attention with a compressed query: its rank
+    /// (`attention.q_lora_rank`; DeepSeek V3, GLM-4.7-Flash).
+    pub q_lora_rank: Option<u32>,
 }
 
 /// Complete architecture facts: enough to lay out every tensor.
@@ -180,6 +183,8 @@ pub struct ArchFacts {
     pub nextn_predict_layers: u32,
     /// Every n-th block is MoE (Llama 4).
     pub interleave_moe_layer_step: Option<u32>,
+    /// Compressed-query rank of latent attention (0: none).
+    pub q_lora_rank: u32,
 }
 
 impl ArchFacts {
@@ -215,6 +220,7 @@ impl ArchFacts {
             laurel_rank: self.laurel_rank,
             nextn_predict_layers: Some(self.nextn_predict_layers),
             interleave_moe_layer_step: self.interleave_moe_layer_step,
+            q_lora_rank: Some(self.q_lora_rank),
         }
     }
 }
@@ -230,7 +236,7 @@ macro_rules! with_compared_facts {
             expert_shared_count, leading_dense_block_count, sliding_window, kv_lora_rank,
             rope_dimension_count, sliding_window_pattern, shared_kv_layers,
             embedding_length_per_layer_input, altup_num_inputs, laurel_rank,
-            nextn_predict_layers, interleave_moe_layer_step $(, $extra)*
+            nextn_predict_layers, interleave_moe_layer_step, q_lora_rank $(, $extra)*
         )
     };
 }
@@ -365,6 +371,7 @@ impl PartialFacts {
             laurel_rank: self.laurel_rank,
             nextn_predict_layers: self.nextn_predict_layers.unwrap_or(0),
             interleave_moe_layer_step: self.interleave_moe_layer_step,
+            q_lora_rank: self.q_lora_rank.unwrap_or(0),
         };
         if checked_n_params(&raw_tensors(&f)).is_none_or(|n| n > MAX_PARAMS) {
             return Err(FactsError::Inconsistent(format!(
@@ -428,10 +435,11 @@ fn check_gemma3n(f: &PartialFacts, block_count: u32) -> Result<(), FactsError> {
     Ok(())
 }
 
-/// GLM-4.5 (`glm4moe`) and Llama 4 (`llama4`) facts state what their zoo
+/// GLM-4.5 (`glm4moe`), Llama 4 (`llama4`) and compressed-query latent
+/// attention (`deepseek2` with `q_lora_rank`) facts state what their zoo
 /// layouts need: experts, the rotary size of GLM-4.5's partial RoPE (its
-/// heads are not hidden ÷ heads wide), Llama 4's MoE layer step; and the MTP
-/// blocks are fewer than the blocks.
+/// heads are not hidden ÷ heads wide), Llama 4's MoE layer step, the latent
+/// ranks and per-head sizes; and the MTP blocks are fewer than the blocks.
 fn check_zoo_moe(
     f: &PartialFacts,
     arch: &str,
@@ -440,6 +448,25 @@ fn check_zoo_moe(
 ) -> Result<(), FactsError> {
     let mut missing = Vec::new();
     match arch {
+        "deepseek2" if f.q_lora_rank.unwrap_or(0) > 0 => {
+            for (fact, v) in [
+                ("kv_lora_rank", f.kv_lora_rank.map(u64::from)),
+                ("rope_dimension_count", f.rope_dimension_count),
+                ("key_length", f.key_length),
+                ("value_length", f.value_length),
+            ] {
+                if v.is_none() {
+                    missing.push(fact);
+                }
+            }
+            if missing.is_empty()
+                && f.key_length.unwrap_or(0) <= f.rope_dimension_count.unwrap_or(0)
+            {
+                return Err(FactsError::Inconsistent(
+                    "deepseek2 key_length must exceed rope_dimension_count".into(),
+                ));
+            }
+        }
         "glm4moe" => {
             if f.key_length.is_none() {
                 missing.push("key_length");
@@ -638,7 +665,7 @@ fn layout(arch: &str) -> Layout {
 /// the zoo knows: one layout per architecture, checked against llama.cpp
 /// there.
 fn zoo_parts(f: &ArchFacts) -> Option<(Vec<(String, Value)>, Vec<(String, Vec<u64>)>)> {
-    use super::zoo::{dense, gemma3n, moe};
+    use super::zoo::{dense, gemma3n, latent, moe};
     let draft = match f.architecture.as_str() {
         "glm4" => dense::glm4(&dense::Glm4 {
             n_layer: f.block_count,
@@ -703,6 +730,30 @@ fn zoo_parts(f: &ArchFacts) -> Option<(Vec<(String, Value)>, Vec<(String, Vec<u6
             n_vocab: f.vocab_size,
             n_ctx_train: f.context_length,
             tied: f.tied_embeddings,
+        }),
+        // The converter's MLA layout with a compressed query (DeepSeek V3's
+        // family: sigmoid gating with a selection bias); DeepSeek-V2-Lite's
+        // 2024 files (no q_lora) keep the layout of [`raw_tensors`].
+        "deepseek2" if f.q_lora_rank > 0 => latent::deepseek2(&latent::Deepseek2 {
+            n_layer: f.block_count,
+            n_embd: f.embedding_length,
+            n_ff: f.feed_forward_length,
+            n_head: f.head_count,
+            q_lora: u64::from(f.q_lora_rank),
+            kv_lora: u64::from(f.kv_lora_rank),
+            nope: f.key_length.saturating_sub(f.rope_dimension_count),
+            rope: f.rope_dimension_count,
+            v: f.value_length,
+            n_expert: u64::from(f.expert_count),
+            n_expert_used: f.expert_used_count,
+            n_expert_shared: u64::from(f.expert_shared_count),
+            n_ff_exp: f.expert_feed_forward_length,
+            n_dense_lead: f.leading_dense_block_count,
+            n_vocab: f.vocab_size,
+            n_ctx_train: f.context_length,
+            split: true,
+            sigmoid_gating: Some(1.0),
+            yarn: false,
         }),
         _ => return None,
     };
@@ -1357,6 +1408,65 @@ mod tests {
         let no_rope = PartialFacts {
             rope_dimension_count: None,
             ..glm45_air()
+        };
+        assert!(
+            matches!(no_rope.complete(), Err(FactsError::Missing(m)) if m == vec!["rope_dimension_count"])
+        );
+        Ok(())
+    }
+
+    /// GLM-4.7-Flash's facts under the catalog's names (per-head sizes as
+    /// `config.json` gives them).
+    fn glm47_flash() -> PartialFacts {
+        PartialFacts {
+            architecture: Some("deepseek2".into()),
+            block_count: Some(47),
+            embedding_length: Some(2048),
+            feed_forward_length: Some(10240),
+            head_count: Some(20),
+            head_count_kv: Some(20),
+            key_length: Some(256),
+            value_length: Some(256),
+            vocab_size: Some(154_880),
+            context_length: Some(202_752),
+            expert_count: Some(64),
+            expert_used_count: Some(4),
+            expert_feed_forward_length: Some(1536),
+            expert_shared_count: Some(1),
+            leading_dense_block_count: Some(1),
+            kv_lora_rank: Some(512),
+            q_lora_rank: Some(768),
+            rope_dimension_count: Some(64),
+            ..PartialFacts::default()
+        }
+    }
+
+    /// A `deepseek2` entry with a compressed query gets the zoo's
+    /// GLM-4.7-Flash header (held to llama.cpp's accounting), tensor for
+    /// tensor, with the same keys but the routed scaling factor.
+    #[test]
+    fn q_lora_facts_give_the_zoo_s_latent_header() -> Result<(), FactsError> {
+        use crate::synth::zoo::{self, Model};
+        let f = glm47_flash().complete()?;
+        for ftype in [FileType::Q4_K_M, FileType::Q8_0] {
+            let ours = header(&f, ftype)?;
+            let zoo = zoo::build(Model::Glm47Flash, ftype)?;
+            assert_eq!(ours.tensors, zoo.tensors, "{}", ftype.name());
+            let keys = |h: &Header| -> Vec<(String, Value)> {
+                h.metadata
+                    .iter()
+                    .filter(|(k, _)| {
+                        k.starts_with("deepseek2.") && !k.ends_with("expert_weights_scale")
+                    })
+                    .cloned()
+                    .collect()
+            };
+            assert_eq!(keys(&ours), keys(&zoo));
+            assert_eq!(ours.tensors.len(), 844, "the unsloth file's count");
+        }
+        let no_rope = PartialFacts {
+            rope_dimension_count: None,
+            ..glm47_flash()
         };
         assert!(
             matches!(no_rope.complete(), Err(FactsError::Missing(m)) if m == vec!["rope_dimension_count"])

@@ -26,7 +26,7 @@ use crate::gguf::{Array, ArrayItems, GgufError, Header, Value};
 pub(super) mod dense;
 pub(super) mod gemma3n;
 pub(super) mod hybrid;
-mod latent;
+pub(super) mod latent;
 pub(super) mod moe;
 
 /// An architecture's reference model.
@@ -66,11 +66,14 @@ pub enum Model {
     /// Gemma-3n-E2B: per-layer token embeddings, AltUp and LAuReL, the last
     /// 10 of 30 layers reusing the cache of the first 20.
     Gemma3nE2B,
+    /// GLM-4.7-Flash: `deepseek2` latent attention with a compressed query
+    /// (`q_lora_rank`), sigmoid-gated experts with a selection bias.
+    Glm47Flash,
 }
 
 impl Model {
     /// Every model.
-    pub const ALL: [Model; 14] = [
+    pub const ALL: [Model; 15] = [
         Model::DeepSeekV2Lite2024,
         Model::DeepSeekV2Lite,
         Model::Llama4Scout,
@@ -85,6 +88,7 @@ impl Model {
         Model::Gemma2_9B,
         Model::Glm4_9B,
         Model::Gemma3nE2B,
+        Model::Glm47Flash,
     ];
 
     /// Short name, e.g. `deepseek2-lite-2024`.
@@ -105,6 +109,7 @@ impl Model {
             Model::Gemma2_9B => "gemma2-9b",
             Model::Glm4_9B => "glm4-9b",
             Model::Gemma3nE2B => "gemma3n-e2b",
+            Model::Glm47Flash => "deepseek2-glm-4.7-flash",
         }
     }
 
@@ -139,6 +144,7 @@ impl Model {
             Model::Gemma2_9B => dense::gemma2_9b(),
             Model::Glm4_9B => dense::glm4_9b(),
             Model::Gemma3nE2B => gemma3n::gemma3n_e2b(),
+            Model::Glm47Flash => latent::glm47_flash(),
         }
     }
 
