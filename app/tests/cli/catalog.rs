@@ -118,6 +118,8 @@ type Stated = BTreeMap<&'static str, Value>;
 /// - `llama.cpp log`: llama.cpp's dump of a GGUF header (its
 ///   `llama_model_loader: - kv …` and `print_info:` lines), or the same
 ///   `key type = value` lines read from a GGUF file;
+/// - `gguf metadata json`: the same keys as JSON lines (`"llama4.block_count":
+///   48,`), as Ollama's `/api/show` lists a model's `model_info`;
 /// - `model card`: a model card's overview ("Number of Layers: 24", "tied
 ///   word embeddings", "MXFP4 quantization of the MoE weights");
 /// - `transformers config`: the defaults a `transformers` config class
@@ -131,6 +133,7 @@ const DIALECTS: &[&str] = &[
     "litgpt",
     "maxtext",
     "llama.cpp log",
+    "gguf metadata json",
     "model card",
 ];
 
@@ -147,6 +150,8 @@ const MODEL_TYPES: &[(&str, &str)] = &[
     ("gemma3_text", "gemma3"),
     ("phi3", "phi3"),
     ("deepseek_v2", "deepseek2"),
+    // GLM-4.7-Flash: llama.cpp's converter writes it as deepseek2.
+    ("glm4_moe_lite", "deepseek2"),
     ("gpt_oss", "gpt-oss"),
     ("gemma3n", "gemma3n"),
     ("gemma3n_text", "gemma3n"),
@@ -318,6 +323,7 @@ fn from_config_value(mut v: Value) -> Stated {
     put("expert_shared_count", num(n("n_shared_experts")));
     put("leading_dense_block_count", num(n("first_k_dense_replace")));
     put("kv_lora_rank", num(n("kv_lora_rank")));
+    put("q_lora_rank", num(n("q_lora_rank")));
     put("rope_dimension_count", num(n("qk_rope_head_dim")));
     let rope_type = v
         .get("rope_scaling")
@@ -602,12 +608,39 @@ fn from_llama_cpp_log(excerpt: &str) -> Stated {
             s.insert(ours, v.into());
         }
     }
+    // Keys the zoo's GLM-4.5 and Llama 4 layouts read, from the header only.
+    for (ours, kv_key) in [
+        ("rope_dimension_count", "rope.dimension_count"),
+        ("nextn_predict_layers", "nextn_predict_layers"),
+        ("interleave_moe_layer_step", "interleave_moe_layer_step"),
+        ("q_lora_rank", "attention.q_lora_rank"),
+    ] {
+        if let Some(v) = k(kv_key) {
+            s.insert(ours, v.into());
+        }
+    }
     if !s.contains_key("vocab_size")
         && let Some(t) = tokens
     {
         s.insert("vocab_size", t.into());
     }
     s
+}
+
+/// A GGUF header's keys as JSON (`"llama4.block_count": 48,`, as
+/// Ollama's `/api/show` lists a model's `model_info`), read as the
+/// `key type = value` lines of a llama.cpp log.
+fn from_gguf_metadata_json(excerpt: &str) -> Stated {
+    let lines: Vec<String> = excerpt
+        .lines()
+        .filter_map(|line| {
+            let (key, value) = line.trim().trim_end_matches(',').split_once("\":")?;
+            let key = key.trim().trim_start_matches('"');
+            let value = value.trim();
+            (!key.is_empty() && value != "null").then(|| format!("{key} json = {value}"))
+        })
+        .collect();
+    from_llama_cpp_log(&lines.join("\n"))
 }
 
 /// A model card's overview (Qwen's list of layers, heads and context;
@@ -659,6 +692,7 @@ fn stated(dialect: &str, excerpt: &str) -> Result<Stated, String> {
         "litgpt" => from_litgpt(excerpt),
         "maxtext" => from_maxtext(excerpt),
         "llama.cpp log" => from_llama_cpp_log(excerpt),
+        "gguf metadata json" => from_gguf_metadata_json(excerpt),
         "model card" => from_model_card(excerpt),
         d => return Err(format!("unknown dialect '{d}' (known: {DIALECTS:?})")),
     })
@@ -745,6 +779,9 @@ fn check_arch(e: &Entry, m: &Value) -> Vec<String> {
     if n("kv_lora_rank").is_some() {
         required.push("rope_dimension_count");
     }
+    if n("q_lora_rank").is_some_and(|r| r > 0) {
+        required.extend(["q_lora_rank", "key_length", "value_length"]);
+    }
     if let (Some(k), Some(e_), Some(h)) = (
         n("key_length"),
         n("embedding_length"),
@@ -766,6 +803,12 @@ fn check_arch(e: &Entry, m: &Value) -> Vec<String> {
     }
     if headroom_planner::arch::swa_default(arch).is_some() {
         required.push("sliding_window");
+    }
+    if arch == "glm4moe" {
+        required.extend(["key_length", "rope_dimension_count", "nextn_predict_layers"]);
+    }
+    if arch == "llama4" {
+        required.push("interleave_moe_layer_step");
     }
     if arch == "gemma3n" {
         required.extend([
@@ -1324,8 +1367,10 @@ fn every_entry_s_synthetic_header_loads_in_llama_cpp() {
         match breakdown(&p) {
             Ok(b) => {
                 let got = (b.info.n_layer, i64::from(b.info.n_vocab), b.info.model_size);
+                // llama.cpp counts the trunk: MTP blocks are not layers.
+                let layers = arch.facts.block_count - arch.facts.nextn_predict_layers;
                 let want = (
-                    i32::try_from(arch.facts.block_count).expect("fits"),
+                    i32::try_from(layers).expect("fits"),
                     i64::try_from(arch.facts.vocab_size).expect("fits"),
                     header.total_tensor_bytes().expect("sums"),
                 );
@@ -1461,8 +1506,14 @@ fn zoo_laid_out_entries_match_llama_cpp_accounting() {
     .expect("overrides");
     let dir = tempfile::tempdir().expect("tempdir");
     let (mut report, mut failed) = (Vec::new(), Vec::new());
-    let wanted = |a: &str| ARCHS.contains(&a);
+    // And latent attention with a compressed query (GLM-4.7-Flash), which
+    // the zoo's latent builder lays out.
+    let wanted = |a: &str| ARCHS.contains(&a) || a == "deepseek2";
     for (e, q, arch, _, path) in distinct_headers(&cat, dir.path(), wanted) {
+        if arch.facts.architecture == "deepseek2" && arch.facts.q_lora_rank == 0 {
+            std::fs::remove_file(&path).expect("remove");
+            continue;
+        }
         let profile = headroom::source::load_profile(&path).expect("planner reads the header");
         let n_ctx_train = u32::try_from(arch.facts.context_length).unwrap_or(u32::MAX);
         for n_ctx in [4096u32, 32768]
