@@ -411,8 +411,10 @@ pub fn plan(
                             break;
                         }
                     }
-                    let moe = moe_alternative(p, s, chosen, l0, &m);
-                    moe.map_or((chosen, l0, 0), |k| (chosen, all, k))
+                    match moe_alternative(p, s, &steps, l0, &m) {
+                        Some((ctx_moe, k)) => (ctx_moe, all, k),
+                        None => (chosen, l0, 0),
+                    }
                 }
             }
         }
@@ -570,24 +572,40 @@ fn round2(x: f64) -> f64 {
 }
 
 /// For MoE models that do not fit whole on the GPU: the fewest layers whose
-/// experts must stay in RAM for everything else to fit, when that decodes
-/// faster than offloading whole layers.
+/// experts must stay in RAM for everything else to fit at the first context
+/// step, when that decodes faster there than offloading whole layers, and the
+/// context grown while those experts in RAM still fit. The context is grown
+/// for the placement that was chosen, not for the whole-layer one: growing it
+/// first for whole layers could rule out the experts-in-RAM placement that
+/// less VRAM would have kept (more VRAM must never give fewer GPU layers).
 fn moe_alternative(
     p: &ModelProfile,
     s: &Settings,
-    ctx: u32,
+    steps: &[u32],
     layers: u32,
     m: &Machine,
-) -> Option<u32> {
+) -> Option<(u32, u32)> {
     p.experts?;
     if m.spec.gpus.is_empty() || layers > p.n_layer {
         return None;
     }
     let all = p.n_layer + 1;
+    let ctx = steps[0];
     let k = (1..=p.n_layer).find(|&k| fits(&eval(p, s, ctx, &placement(m, all, k), m), m))?;
     let moe = eval(p, s, ctx, &placement(m, all, k), m);
     let whole = eval(p, s, ctx, &placement(m, layers, 0), m);
-    (decode_speed(p, &moe, m).0 > decode_speed(p, &whole, m).0).then_some(k)
+    if decode_speed(p, &moe, m).0 <= decode_speed(p, &whole, m).0 {
+        return None;
+    }
+    let mut chosen = ctx;
+    for &c in &steps[1..] {
+        if fits(&eval(p, s, c, &placement(m, all, k), m), m) {
+            chosen = c;
+        } else {
+            break;
+        }
+    }
+    Some((chosen, k))
 }
 
 /// When the context is what gives, what `q8_0` KV would allow.

@@ -598,3 +598,24 @@ fn context_steps_of_many_long_slots_saturate() {
     assert_eq!(steps.last(), Some(&u32::MAX));
     assert!(steps.windows(2).all(|w| w[0] < w[1]), "{steps:?}");
 }
+
+/// The case proptest found: Qwen3-30B-A3B with 2 GiB of RAM. With 3.17 GB of
+/// VRAM every layer is on the GPU with some layers' experts in RAM; with
+/// 3.28 GB the context was first grown for whole-layer offload (4 layers up
+/// to 16k), where the experts-in-RAM placement no longer fit, and the plan
+/// fell back to 4 GPU layers. The context is now grown for the placement
+/// chosen.
+#[test]
+fn more_vram_keeps_the_experts_in_ram_placement() {
+    let p = &models()[5];
+    assert!(p.experts.is_some());
+    let s = Settings::default();
+    let gpu_layers = |vram: u64| -> u32 {
+        let pl = plan(p, "m.gguf", &s, &snapshot(2 * GIB, &[vram]), GPU);
+        assert!(pl.verdict.fits());
+        pl.devices[1..].iter().map(|d| d.n_layers).sum()
+    };
+    let less = gpu_layers(3_174_861_824);
+    assert_eq!(less, p.n_layer);
+    assert!(gpu_layers(3_275_525_120) >= less);
+}
