@@ -1,7 +1,7 @@
 //! Real-shaped headers of the architectures whose memory rules differ from a
 //! plain transformer's: latent attention in both of DeepSeek's file layouts,
-//! chunked attention (Llama 4), hybrid recurrent models (Qwen3-Next's gated
-//! delta-net, Granite 4's Mamba-2), multi-token-prediction blocks (Qwen3-Next,
+//! chunked attention (Llama 4), hybrid recurrent models (Qwen3-Next's and
+//! Qwen3.5's gated delta-nets, Granite 4's Mamba-2), multi-token-prediction blocks (Qwen3-Next,
 //! GLM-4.5), attention sinks with a sliding window (gpt-oss), MoE shapes
 //! with few and with many experts, the dense layouts of Qwen2, Qwen3,
 //! Gemma 2, GLM-4 and Phi-3, and Gemma 3n (per-layer token embeddings, AltUp
@@ -66,11 +66,17 @@ pub enum Model {
     /// Gemma-3n-E2B: per-layer token embeddings, AltUp and LAuReL, the last
     /// 10 of 30 layers reusing the cache of the first 20.
     Gemma3nE2B,
+    /// Qwen3.5-9B: dense Qwen3.5, 24 gated delta-net layers, 8 full-attention
+    /// layers with M-RoPE sections, an MTP block.
+    Qwen35_9B,
+    /// Qwen3.5-35B-A3B: 30 gated delta-net layers, 10 full-attention layers,
+    /// 256 experts and a shared one, an MTP block.
+    Qwen35Moe35BA3B,
 }
 
 impl Model {
     /// Every model.
-    pub const ALL: [Model; 14] = [
+    pub const ALL: [Model; 16] = [
         Model::DeepSeekV2Lite2024,
         Model::DeepSeekV2Lite,
         Model::Llama4Scout,
@@ -85,6 +91,8 @@ impl Model {
         Model::Gemma2_9B,
         Model::Glm4_9B,
         Model::Gemma3nE2B,
+        Model::Qwen35_9B,
+        Model::Qwen35Moe35BA3B,
     ];
 
     /// Short name, e.g. `deepseek2-lite-2024`.
@@ -105,6 +113,8 @@ impl Model {
             Model::Gemma2_9B => "gemma2-9b",
             Model::Glm4_9B => "glm4-9b",
             Model::Gemma3nE2B => "gemma3n-e2b",
+            Model::Qwen35_9B => "qwen35-9b",
+            Model::Qwen35Moe35BA3B => "qwen35moe-35b-a3b",
         }
     }
 
@@ -139,6 +149,8 @@ impl Model {
             Model::Gemma2_9B => dense::gemma2_9b(),
             Model::Glm4_9B => dense::glm4_9b(),
             Model::Gemma3nE2B => gemma3n::gemma3n_e2b(),
+            Model::Qwen35_9B => hybrid::qwen35_9b(),
+            Model::Qwen35Moe35BA3B => hybrid::qwen35moe_35b_a3b(),
         }
     }
 

@@ -3,6 +3,7 @@
 //! `src/llama-memory-recurrent.cpp`).
 
 use super::{Common, Draft};
+use crate::gguf::{Array, ArrayItems};
 
 /// Qwen3-Next-80B-A3B with its MTP block (48 layers + 1, hidden 2048; every
 /// 4th layer full attention with 16 heads and 2 KV heads of 256 and a gated
@@ -173,4 +174,189 @@ pub(super) fn granite4_h_tiny() -> Draft {
         d.blk(il, "ffn_down_shexp.weight", &[FF_SHARED, EMBD]);
     }
     d
+}
+
+/// A Qwen3.5 / Qwen3.6 text model (`qwen35`, or `qwen35moe` with experts):
+/// Qwen3-Next's layer pattern (every `interval`-th layer full attention with
+/// a gated query, the others gated delta-nets) with M-RoPE sections and the
+/// delta-net's beta and alpha projections stored apart
+/// (`src/models/qwen35.cpp`, `src/models/qwen35moe.cpp`). The MTP blocks
+/// (`nextn`, the config's `mtp_num_hidden_layers`) follow the trunk.
+pub(crate) struct Qwen35 {
+    pub n_layer: u32,
+    pub n_embd: u64,
+    /// Dense FFN width (0 for MoE models).
+    pub n_ff: u64,
+    pub n_head: u64,
+    pub n_head_kv: u64,
+    pub head_dim: u64,
+    pub n_vocab: u64,
+    pub n_ctx_train: u64,
+    /// Delta-net key heads (`ssm.group_count`).
+    pub k_heads: u64,
+    /// Delta-net value heads (`ssm.time_step_rank`).
+    pub v_heads: u64,
+    /// Delta-net head size (`ssm.state_size`).
+    pub ssm_head: u64,
+    pub conv: u64,
+    pub interval: u32,
+    /// `rope.dimension_count` (the rotated part of a head).
+    pub rope_dims: u32,
+    /// `rope.dimension_sections`.
+    pub rope_sections: [i32; 4],
+    pub tied: bool,
+    pub nextn: u32,
+    /// Experts, experts used, expert width, shared expert width.
+    pub moe: Option<(u64, u32, u64, u64)>,
+}
+
+/// The draft of a [`Qwen35`] model.
+pub(crate) fn qwen35(m: &Qwen35) -> Draft {
+    let arch = if m.moe.is_some() {
+        "qwen35moe"
+    } else {
+        "qwen35"
+    };
+    let n_expert = m.moe.map_or(0, |(e, ..)| e);
+    let n_all = m.n_layer + m.nextn;
+    let mut d = Draft::new(
+        arch,
+        &Common {
+            n_layer: n_all,
+            n_embd: m.n_embd as u32,
+            n_ff: m.n_ff as u32,
+            n_head: m.n_head as u32,
+            n_head_kv: m.n_head_kv as u32,
+            n_expert: n_expert as u32,
+            n_vocab: m.n_vocab,
+            n_ctx_train: m.n_ctx_train,
+            rope_base: 10_000_000.0,
+            norm_eps: 1e-6,
+            ..Common::default()
+        },
+    );
+    let (embd, head) = (m.n_embd, m.head_dim);
+    let (key_dim, value_dim) = (m.k_heads * m.ssm_head, m.v_heads * m.ssm_head);
+    d.kv("attention.head_count_kv", m.n_head_kv as u32);
+    d.kv("attention.key_length", head as u32);
+    d.kv("attention.value_length", head as u32);
+    d.kv("rope.dimension_count", m.rope_dims);
+    d.kv(
+        "rope.dimension_sections",
+        Array::new(ArrayItems::I32(m.rope_sections.to_vec())),
+    );
+    if m.nextn > 0 {
+        d.kv("nextn_predict_layers", m.nextn);
+    }
+    if let Some((experts, used, ff_exp, ff_shexp)) = m.moe {
+        d.kv("expert_count", experts as u32);
+        d.kv("expert_used_count", used);
+        d.kv("expert_feed_forward_length", ff_exp as u32);
+        d.kv("expert_shared_feed_forward_length", ff_shexp as u32);
+    }
+    d.kv("ssm.conv_kernel", m.conv as u32);
+    d.kv("ssm.inner_size", value_dim as u32);
+    d.kv("ssm.state_size", m.ssm_head as u32);
+    d.kv("ssm.time_step_rank", m.v_heads as u32);
+    d.kv("ssm.group_count", m.k_heads as u32);
+    d.kv("full_attention_interval", m.interval);
+    d.embeddings(embd, m.tied);
+    for il in 0..n_all {
+        let mtp = il >= m.n_layer;
+        d.blk(il, "attn_norm.weight", &[embd]);
+        d.blk(il, "post_attention_norm.weight", &[embd]);
+        if mtp || (il + 1) % m.interval == 0 {
+            d.blk(il, "attn_q.weight", &[embd, 2 * m.n_head * head]);
+            d.blk(il, "attn_k.weight", &[embd, m.n_head_kv * head]);
+            d.blk(il, "attn_v.weight", &[embd, m.n_head_kv * head]);
+            d.blk(il, "attn_output.weight", &[m.n_head * head, embd]);
+            d.blk(il, "attn_q_norm.weight", &[head]);
+            d.blk(il, "attn_k_norm.weight", &[head]);
+        } else {
+            let conv_dim = 2 * key_dim + value_dim;
+            d.blk(il, "attn_qkv.weight", &[embd, conv_dim]);
+            d.blk(il, "attn_gate.weight", &[embd, value_dim]);
+            d.blk(il, "ssm_conv1d.weight", &[m.conv, conv_dim]);
+            d.blk(il, "ssm_dt.bias", &[m.v_heads]);
+            d.blk(il, "ssm_a", &[m.v_heads]);
+            d.blk(il, "ssm_beta.weight", &[embd, m.v_heads]);
+            d.blk(il, "ssm_alpha.weight", &[embd, m.v_heads]);
+            d.blk(il, "ssm_norm.weight", &[m.ssm_head]);
+            d.blk(il, "ssm_out.weight", &[value_dim, embd]);
+        }
+        if let Some((experts, _, ff_exp, ff_shexp)) = m.moe {
+            d.blk(il, "ffn_gate_inp.weight", &[embd, experts]);
+            d.blk(il, "ffn_down_exps.weight", &[ff_exp, embd, experts]);
+            d.blk(il, "ffn_gate_exps.weight", &[embd, ff_exp, experts]);
+            d.blk(il, "ffn_up_exps.weight", &[embd, ff_exp, experts]);
+            d.blk(il, "ffn_gate_inp_shexp.weight", &[embd]);
+            d.blk(il, "ffn_gate_shexp.weight", &[embd, ff_shexp]);
+            d.blk(il, "ffn_up_shexp.weight", &[embd, ff_shexp]);
+            d.blk(il, "ffn_down_shexp.weight", &[ff_shexp, embd]);
+        } else {
+            d.blk(il, "ffn_gate.weight", &[embd, m.n_ff]);
+            d.blk(il, "ffn_down.weight", &[m.n_ff, embd]);
+            d.blk(il, "ffn_up.weight", &[embd, m.n_ff]);
+        }
+        if mtp {
+            d.nextn(il, embd);
+        }
+    }
+    d
+}
+
+/// Qwen3.5-9B (`Qwen/Qwen3.5-9B` text_config: 32 layers, hidden 4096, FFN
+/// 12288; attention 16 heads and 4 KV heads of 256 every 4th layer, rotary
+/// 0.25 of a head in M-RoPE sections 11/11/10; delta-nets with 16 key and 32
+/// value heads of 128, convolution 4; vocabulary 248320, context 262144,
+/// untied; one MTP layer).
+pub(super) fn qwen35_9b() -> Draft {
+    qwen35(&Qwen35 {
+        n_layer: 32,
+        n_embd: 4096,
+        n_ff: 12_288,
+        n_head: 16,
+        n_head_kv: 4,
+        head_dim: 256,
+        n_vocab: 248_320,
+        n_ctx_train: 262_144,
+        k_heads: 16,
+        v_heads: 32,
+        ssm_head: 128,
+        conv: 4,
+        interval: 4,
+        rope_dims: 64,
+        rope_sections: [11, 11, 10, 0],
+        tied: false,
+        nextn: 1,
+        moe: None,
+    })
+}
+
+/// Qwen3.5-35B-A3B (`Qwen/Qwen3.5-35B-A3B` text_config: 40 layers, hidden
+/// 2048; attention 16 heads and 2 KV heads of 256 every 4th layer, rotary
+/// 0.25 in M-RoPE sections 11/11/10; delta-nets with 16 key and 32 value
+/// heads of 128, convolution 4; 256 experts of 512 with 8 used and a shared
+/// one of 512; vocabulary 248320, context 262144, untied; one MTP layer).
+pub(super) fn qwen35moe_35b_a3b() -> Draft {
+    qwen35(&Qwen35 {
+        n_layer: 40,
+        n_embd: 2048,
+        n_ff: 0,
+        n_head: 16,
+        n_head_kv: 2,
+        head_dim: 256,
+        n_vocab: 248_320,
+        n_ctx_train: 262_144,
+        k_heads: 16,
+        v_heads: 32,
+        ssm_head: 128,
+        conv: 4,
+        interval: 4,
+        rope_dims: 64,
+        rope_sections: [11, 11, 10, 0],
+        tied: false,
+        nextn: 1,
+        moe: Some((256, 8, 512, 512)),
+    })
 }
