@@ -336,7 +336,12 @@ impl PartialFacts {
         let architecture: String = need!(architecture);
         let block_count: u32 = need!(block_count);
         let embedding_length: u64 = need!(embedding_length);
-        let feed_forward_length: u64 = need!(feed_forward_length);
+        // qwen35moe has no dense FFN, and its GGUFs no feed_forward_length.
+        let feed_forward_length: u64 = if architecture == "qwen35moe" {
+            self.feed_forward_length.unwrap_or(0)
+        } else {
+            need!(feed_forward_length)
+        };
         let head_count: u64 = need!(head_count);
         let head_count_kv: u64 = need!(head_count_kv);
         let vocab_size: u64 = need!(vocab_size);
