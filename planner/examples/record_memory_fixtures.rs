@@ -295,6 +295,9 @@ fn main() -> Result<(), String> {
             "cache_type_v": c.cache_type_v,
             "swa_full": c.swa_full,
             "repack": c.repack,
+            // `headroom llama-accounting` reserves one logits row per
+            // sequence (`n_outputs_max`, as every headroom command loads).
+            "logits_per_sequence": true,
             "buffers": buffers,
         }));
     }

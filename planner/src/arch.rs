@@ -394,6 +394,8 @@ pub const VERIFIED: &[&str] = &[
     "gemma2",
     "glm4",
     "gemma3n",
+    "qwen35",
+    "qwen35moe",
 ];
 
 /// Whether the planner's figures for this architecture were checked

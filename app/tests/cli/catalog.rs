@@ -155,7 +155,16 @@ const MODEL_TYPES: &[(&str, &str)] = &[
     ("gpt_oss", "gpt-oss"),
     ("gemma3n", "gemma3n"),
     ("gemma3n_text", "gemma3n"),
+    ("qwen3_next", "qwen3next"),
+    ("qwen3_5", "qwen35"),
+    ("qwen3_5_text", "qwen35"),
+    ("qwen3_5_moe", "qwen35moe"),
+    ("qwen3_5_moe_text", "qwen35moe"),
 ];
+
+/// The gated delta-net hybrids (Qwen3-Next, Qwen3.5/3.6), whose recurrent
+/// layers' sizes, layer interval and MTP blocks the catalog lists.
+const DELTA_NETS: &[&str] = &["qwen3next", "qwen35", "qwen35moe"];
 
 /// MaxText `decoder_block` → GGUF architecture.
 const DECODER_BLOCKS: &[(&str, &str)] = &[
@@ -292,7 +301,22 @@ fn from_config_value(mut v: Value) -> Stated {
             .and_then(|t| MODEL_TYPES.iter().find(|(m, _)| *m == t))
             .map(|(_, a)| Value::from(*a)),
     );
-    put("block_count", num(n("num_hidden_layers")));
+    let delta_net = v
+        .get("model_type")
+        .and_then(Value::as_str)
+        .and_then(|t| MODEL_TYPES.iter().find(|(m, _)| *m == t))
+        .is_some_and(|(_, a)| DELTA_NETS.contains(a));
+    // The GGUF counts a delta-net's MTP blocks in block_count (llama.cpp's
+    // qwen35 loaders read them after the trunk).
+    let mtp = if delta_net {
+        n("mtp_num_hidden_layers")
+    } else {
+        None
+    };
+    put(
+        "block_count",
+        num(n("num_hidden_layers").map(|l| l + mtp.unwrap_or(0))),
+    );
     put("embedding_length", num(n("hidden_size")));
     put("feed_forward_length", num(n("intermediate_size")));
     put("head_count", num(n("num_attention_heads")));
@@ -341,6 +365,35 @@ fn from_config_value(mut v: Value) -> Stated {
         "expert_type",
         (quant == Some("mxfp4")).then(|| "MXFP4".into()),
     );
+    if delta_net {
+        put("nextn_predict_layers", num(mtp));
+        put("full_attention_interval", num(n("full_attention_interval")));
+        put("ssm_conv_kernel", num(n("linear_conv_kernel_dim")));
+        // llama.cpp has one delta-net head size for keys and values.
+        put(
+            "ssm_state_size",
+            num(n("linear_key_head_dim").filter(|&k| n("linear_value_head_dim") == Some(k))),
+        );
+        put("ssm_group_count", num(n("linear_num_key_heads")));
+        put("ssm_time_step_rank", num(n("linear_num_value_heads")));
+        put(
+            "expert_shared_feed_forward_length",
+            num(n("shared_expert_intermediate_size")),
+        );
+        // The rotated part of a head: partial_rotary_factor of head_dim (at
+        // the top, or in rope_parameters as transformers 5 writes it).
+        let factor = v.get("partial_rotary_factor").or_else(|| {
+            v.get("rope_parameters")
+                .and_then(|r| r.get("partial_rotary_factor"))
+        });
+        let rope = factor
+            .and_then(Value::as_f64)
+            .zip(n("head_dim"))
+            .map(|(f, h)| f * h as f64)
+            .filter(|r| r.fract() == 0.0 && *r > 0.0)
+            .map(|r| r as u64);
+        put("rope_dimension_count", num(rope));
+    }
     // Gemma 3n.
     put(
         "embedding_length_per_layer_input",
@@ -619,6 +672,24 @@ fn from_llama_cpp_log(excerpt: &str) -> Stated {
             s.insert(ours, v.into());
         }
     }
+    // The gated delta-net hybrids' own keys, from the header dump only.
+    if arch.as_deref().is_some_and(|a| DELTA_NETS.contains(&a)) {
+        for (ours, kv_key) in [
+            ("full_attention_interval", "full_attention_interval"),
+            ("ssm_conv_kernel", "ssm.conv_kernel"),
+            ("ssm_state_size", "ssm.state_size"),
+            ("ssm_group_count", "ssm.group_count"),
+            ("ssm_time_step_rank", "ssm.time_step_rank"),
+            (
+                "expert_shared_feed_forward_length",
+                "expert_shared_feed_forward_length",
+            ),
+        ] {
+            if let Some(v) = k(kv_key) {
+                s.insert(ours, v.into());
+            }
+        }
+    }
     if !s.contains_key("vocab_size")
         && let Some(t) = tokens
     {
@@ -818,6 +889,19 @@ fn check_arch(e: &Entry, m: &Value) -> Vec<String> {
             "embedding_length_per_layer_input",
             "altup_num_inputs",
             "laurel_rank",
+        ]);
+    }
+    if DELTA_NETS.contains(&arch) {
+        required.extend([
+            "key_length",
+            "rope_dimension_count",
+            "nextn_predict_layers",
+            "full_attention_interval",
+            "ssm_conv_kernel",
+            "ssm_state_size",
+            "ssm_group_count",
+            "ssm_time_step_rank",
+            "expert_shared_feed_forward_length",
         ]);
     }
     for key in required {
@@ -1490,7 +1574,14 @@ fn zoo_laid_out_entries_match_llama_cpp_accounting() {
     use headroom_planner::hw::{self, Overrides, ProbeOptions};
     use headroom_planner::plan::{FlashAttn, Settings};
     use headroom_planner::solve::{self, Build};
-    const ARCHS: &[&str] = &["gemma3n", "glm4moe", "llama4", "qwen3next"];
+    const ARCHS: &[&str] = &[
+        "gemma3n",
+        "glm4moe",
+        "llama4",
+        "qwen3next",
+        "qwen35",
+        "qwen35moe",
+    ];
     let cat = catalog();
     let hw = hw::apply_overrides(
         hw::probe(&ProbeOptions {

@@ -13,7 +13,8 @@
 //! Tensor layouts follow llama.cpp's `load_arch_tensors` for the families the
 //! catalog holds (llama and its Mistral/Mixtral variants, qwen2, qwen3,
 //! qwen3moe, gemma2, gemma3, phi3, deepseek2, gpt-oss, and through the
-//! zoo's builders glm4, gemma3n, glm4moe and llama4); any other
+//! zoo's builders glm4, gemma3n, glm4moe, llama4, qwen3next, qwen35 and
+//! qwen35moe); any other
 //! architecture gets the llama layout, which has the same per-layer bytes to
 //! within its norms and biases. Where facts are missing, [`estimate`] fills
 //! them from the parameter count with a documented generic shape, and the
@@ -122,6 +123,22 @@ pub struct PartialFacts {
     /// Latent attention with a compressed query: its rank
     /// (`attention.q_lora_rank`; DeepSeek V3, GLM-4.7-Flash).
     pub q_lora_rank: Option<u32>,
+    /// Every n-th layer is full attention, the others recurrent
+    /// (`full_attention_interval`; Qwen3-Next, Qwen3.5: 4).
+    pub full_attention_interval: Option<u32>,
+    /// Width of the recurrent layers' convolution (`ssm.conv_kernel`).
+    pub ssm_conv_kernel: Option<u64>,
+    /// Size of a delta-net head (`ssm.state_size`, the config's
+    /// `linear_key_head_dim`).
+    pub ssm_state_size: Option<u64>,
+    /// Delta-net key heads (`ssm.group_count`, `linear_num_key_heads`).
+    pub ssm_group_count: Option<u64>,
+    /// Delta-net value heads (`ssm.time_step_rank`,
+    /// `linear_num_value_heads`).
+    pub ssm_time_step_rank: Option<u64>,
+    /// Feed-forward size of the shared expert
+    /// (`expert_shared_feed_forward_length`).
+    pub expert_shared_feed_forward_length: Option<u64>,
 }
 
 /// Complete architecture facts: enough to lay out every tensor.
@@ -185,6 +202,18 @@ pub struct ArchFacts {
     pub interleave_moe_layer_step: Option<u32>,
     /// Compressed-query rank of latent attention (0: none).
     pub q_lora_rank: u32,
+    /// Full attention every n-th layer, the others recurrent (Qwen3-Next, Qwen3.5).
+    pub full_attention_interval: Option<u32>,
+    /// Recurrent convolution width.
+    pub ssm_conv_kernel: Option<u64>,
+    /// Delta-net head size.
+    pub ssm_state_size: Option<u64>,
+    /// Delta-net key heads.
+    pub ssm_group_count: Option<u64>,
+    /// Delta-net value heads.
+    pub ssm_time_step_rank: Option<u64>,
+    /// Shared expert width.
+    pub expert_shared_feed_forward_length: Option<u64>,
 }
 
 impl ArchFacts {
@@ -221,6 +250,12 @@ impl ArchFacts {
             nextn_predict_layers: Some(self.nextn_predict_layers),
             interleave_moe_layer_step: self.interleave_moe_layer_step,
             q_lora_rank: Some(self.q_lora_rank),
+            full_attention_interval: self.full_attention_interval,
+            ssm_conv_kernel: self.ssm_conv_kernel,
+            ssm_state_size: self.ssm_state_size,
+            ssm_group_count: self.ssm_group_count,
+            ssm_time_step_rank: self.ssm_time_step_rank,
+            expert_shared_feed_forward_length: self.expert_shared_feed_forward_length,
         }
     }
 }
@@ -236,7 +271,9 @@ macro_rules! with_compared_facts {
             expert_shared_count, leading_dense_block_count, sliding_window, kv_lora_rank,
             rope_dimension_count, sliding_window_pattern, shared_kv_layers,
             embedding_length_per_layer_input, altup_num_inputs, laurel_rank,
-            nextn_predict_layers, interleave_moe_layer_step, q_lora_rank $(, $extra)*
+            nextn_predict_layers, interleave_moe_layer_step, q_lora_rank,
+            full_attention_interval, ssm_conv_kernel, ssm_state_size, ssm_group_count,
+            ssm_time_step_rank, expert_shared_feed_forward_length $(, $extra)*
         )
     };
 }
@@ -312,7 +349,12 @@ impl PartialFacts {
         let architecture: String = need!(architecture);
         let block_count: u32 = need!(block_count);
         let embedding_length: u64 = need!(embedding_length);
-        let feed_forward_length: u64 = need!(feed_forward_length);
+        // qwen35moe has no dense FFN, and its GGUFs no feed_forward_length.
+        let feed_forward_length: u64 = if architecture == "qwen35moe" {
+            self.feed_forward_length.unwrap_or(0)
+        } else {
+            need!(feed_forward_length)
+        };
         let head_count: u64 = need!(head_count);
         let head_count_kv: u64 = need!(head_count_kv);
         let vocab_size: u64 = need!(vocab_size);
@@ -340,6 +382,9 @@ impl PartialFacts {
             check_gemma3n(self, block_count)?;
         }
         check_zoo_moe(self, &architecture, block_count, expert_count)?;
+        if is_qwen_delta_net(&architecture) {
+            check_qwen_delta_net(self, &architecture, block_count, head_count)?;
+        }
         let key_length = self.key_length.unwrap_or(embedding_length / head_count);
         let tied = self.tied_embeddings.unwrap_or(false) || layout(&architecture).always_tied;
         let f = ArchFacts {
@@ -372,6 +417,12 @@ impl PartialFacts {
             nextn_predict_layers: self.nextn_predict_layers.unwrap_or(0),
             interleave_moe_layer_step: self.interleave_moe_layer_step,
             q_lora_rank: self.q_lora_rank.unwrap_or(0),
+            full_attention_interval: self.full_attention_interval,
+            ssm_conv_kernel: self.ssm_conv_kernel,
+            ssm_state_size: self.ssm_state_size,
+            ssm_group_count: self.ssm_group_count,
+            ssm_time_step_rank: self.ssm_time_step_rank,
+            expert_shared_feed_forward_length: self.expert_shared_feed_forward_length,
         };
         if checked_n_params(&raw_tensors(&f)).is_none_or(|n| n > MAX_PARAMS) {
             return Err(FactsError::Inconsistent(format!(
@@ -496,6 +547,70 @@ fn check_zoo_moe(
         return Err(FactsError::Inconsistent(format!(
             "{arch}: the MTP and the leading dense blocks must be fewer than the {block_count} blocks"
         )));
+    }
+    Ok(())
+}
+
+/// The gated delta-net hybrids the zoo lays out (Qwen3-Next, Qwen3.5 and
+/// Qwen3.6, dense and MoE).
+fn is_qwen_delta_net(arch: &str) -> bool {
+    matches!(arch, "qwen3next" | "qwen35" | "qwen35moe")
+}
+
+/// A Qwen delta-net hybrid states its recurrent layers' sizes and layer
+/// pattern, and is shaped as llama.cpp's loader reads it: the delta-net's
+/// key and value heads share one size (`ssm.state_size` for both), the value
+/// heads are a multiple of the key heads, the full-attention layers' heads
+/// are a key_length wide, and `qwen35moe`/`qwen3next` have experts (with a
+/// shared one) where `qwen35` has none.
+fn check_qwen_delta_net(
+    f: &PartialFacts,
+    arch: &str,
+    block_count: u32,
+    head_count: u64,
+) -> Result<(), FactsError> {
+    let mut missing = Vec::new();
+    macro_rules! need {
+        ($f:ident) => {
+            if f.$f.is_none() {
+                missing.push(stringify!($f));
+            }
+        };
+    }
+    need!(key_length);
+    need!(full_attention_interval);
+    need!(ssm_conv_kernel);
+    need!(ssm_state_size);
+    need!(ssm_group_count);
+    need!(ssm_time_step_rank);
+    need!(rope_dimension_count);
+    let moe = f.expert_count.unwrap_or(0) > 0;
+    if moe {
+        need!(expert_shared_feed_forward_length);
+    }
+    if !missing.is_empty() {
+        return Err(FactsError::Missing(missing));
+    }
+    let bad = |why: String| Err(FactsError::Inconsistent(format!("{arch}: {why}")));
+    let interval = f.full_attention_interval.unwrap_or(0);
+    let nextn = f.nextn_predict_layers.unwrap_or(0);
+    let (groups, heads) = (
+        f.ssm_group_count.unwrap_or(0),
+        f.ssm_time_step_rank.unwrap_or(0),
+    );
+    if interval == 0 || nextn >= block_count {
+        return bad(format!(
+            "full_attention_interval {interval} and {nextn} MTP of {block_count} blocks"
+        ));
+    }
+    if groups == 0 || !heads.is_multiple_of(groups) || f.ssm_state_size == Some(0) {
+        return bad(format!("{heads} delta-net value heads, {groups} key heads"));
+    }
+    if f.ssm_conv_kernel == Some(0) || head_count == 0 {
+        return bad("ssm_conv_kernel must be above 0".into());
+    }
+    if moe != (arch != "qwen35") {
+        return bad(format!("expert_count {:?}", f.expert_count));
     }
     Ok(())
 }
@@ -665,7 +780,7 @@ fn layout(arch: &str) -> Layout {
 /// the zoo knows: one layout per architecture, checked against llama.cpp
 /// there.
 fn zoo_parts(f: &ArchFacts) -> Option<(Vec<(String, Value)>, Vec<(String, Vec<u64>)>)> {
-    use super::zoo::{dense, gemma3n, latent, moe};
+    use super::zoo::{dense, gemma3n, hybrid, latent, moe};
     let draft = match f.architecture.as_str() {
         "glm4" => dense::glm4(&dense::Glm4 {
             n_layer: f.block_count,
@@ -754,6 +869,39 @@ fn zoo_parts(f: &ArchFacts) -> Option<(Vec<(String, Value)>, Vec<(String, Vec<u6
             split: true,
             sigmoid_gating: Some(1.0),
             yarn: false,
+        }),
+        "qwen3next" | "qwen35" | "qwen35moe" => hybrid::qwen35(&hybrid::Qwen35 {
+            arch: match f.architecture.as_str() {
+                "qwen3next" => "qwen3next",
+                "qwen35" => "qwen35",
+                _ => "qwen35moe",
+            },
+            n_layer: f.block_count - f.nextn_predict_layers,
+            n_embd: f.embedding_length,
+            n_ff: f.feed_forward_length,
+            n_head: f.head_count,
+            n_head_kv: f.head_count_kv,
+            head_dim: f.key_length,
+            n_vocab: f.vocab_size,
+            n_ctx_train: f.context_length,
+            k_heads: f.ssm_group_count?,
+            v_heads: f.ssm_time_step_rank?,
+            ssm_head: f.ssm_state_size?,
+            conv: f.ssm_conv_kernel?,
+            interval: f.full_attention_interval?,
+            rope_dims: u32::try_from(f.rope_dimension_count).ok()?,
+            // M-RoPE's split of the rotated dimensions (time, height,
+            // width): the `mrope_section` [11, 11, 10] of every Qwen3.5 and
+            // Qwen3.6 config; it sizes nothing, but qwen35 needs the key.
+            rope_sections: (f.architecture != "qwen3next").then_some([11, 11, 10, 0]),
+            tied: f.tied_embeddings,
+            nextn: f.nextn_predict_layers,
+            moe: (f.expert_count > 0).then_some((
+                u64::from(f.expert_count),
+                f.expert_used_count,
+                f.expert_feed_forward_length,
+                f.expert_shared_feed_forward_length.unwrap_or(0),
+            )),
         }),
         _ => return None,
     };
@@ -1642,5 +1790,139 @@ mod tests {
         )
         .expect("a 1T model");
         assert_eq!(f.block_count, 512);
+    }
+
+    /// The zoo's Qwen delta-net hybrids as their configs state them
+    /// (Qwen3.5-9B, Qwen3.5-35B-A3B, Qwen3-Next-80B-A3B), MTP block included.
+    fn qwen_delta_nets() -> Vec<(crate::synth::zoo::Model, PartialFacts)> {
+        use crate::synth::zoo::Model;
+        let common = PartialFacts {
+            key_length: Some(256),
+            context_length: Some(262_144),
+            tied_embeddings: Some(false),
+            full_attention_interval: Some(4),
+            ssm_conv_kernel: Some(4),
+            ssm_state_size: Some(128),
+            ssm_group_count: Some(16),
+            ssm_time_step_rank: Some(32),
+            rope_dimension_count: Some(64),
+            nextn_predict_layers: Some(1),
+            ..PartialFacts::default()
+        };
+        vec![
+            (
+                Model::Qwen35_9B,
+                PartialFacts {
+                    architecture: Some("qwen35".into()),
+                    block_count: Some(33),
+                    embedding_length: Some(4096),
+                    feed_forward_length: Some(12_288),
+                    head_count: Some(16),
+                    head_count_kv: Some(4),
+                    vocab_size: Some(248_320),
+                    ..common.clone()
+                },
+            ),
+            (
+                Model::Qwen35Moe35BA3B,
+                PartialFacts {
+                    architecture: Some("qwen35moe".into()),
+                    block_count: Some(41),
+                    embedding_length: Some(2048),
+                    feed_forward_length: Some(0),
+                    head_count: Some(16),
+                    head_count_kv: Some(2),
+                    vocab_size: Some(248_320),
+                    expert_count: Some(256),
+                    expert_used_count: Some(8),
+                    expert_feed_forward_length: Some(512),
+                    expert_shared_feed_forward_length: Some(512),
+                    ..common.clone()
+                },
+            ),
+            (
+                Model::Qwen3Next80B,
+                PartialFacts {
+                    architecture: Some("qwen3next".into()),
+                    block_count: Some(49),
+                    embedding_length: Some(2048),
+                    feed_forward_length: Some(5120),
+                    head_count: Some(16),
+                    head_count_kv: Some(2),
+                    vocab_size: Some(151_936),
+                    expert_count: Some(512),
+                    expert_used_count: Some(10),
+                    expert_feed_forward_length: Some(512),
+                    expert_shared_feed_forward_length: Some(512),
+                    ..common
+                },
+            ),
+        ]
+    }
+
+    /// A catalog entry of a Qwen delta-net hybrid gets the zoo's header of
+    /// its reference model, tensor for tensor and key for key (the zoo's
+    /// header is the one held to llama.cpp's accounting).
+    #[test]
+    fn qwen_delta_net_facts_give_the_zoo_s_header() -> Result<(), FactsError> {
+        use crate::synth::zoo;
+        for (model, facts) in qwen_delta_nets() {
+            let f = facts.complete()?;
+            for ftype in [FileType::Q4_K_M, FileType::Q8_0, FileType::BF16] {
+                let ours = header(&f, ftype)?;
+                let zoo = zoo::build(model, ftype)?;
+                assert_eq!(ours.tensors, zoo.tensors, "{}", model.name());
+                let prefix = format!("{}.", f.architecture);
+                let keys = |h: &Header| -> Vec<(String, Value)> {
+                    h.metadata
+                        .iter()
+                        .filter(|(k, _)| k.starts_with(&prefix))
+                        .cloned()
+                        .collect()
+                };
+                assert_eq!(keys(&ours), keys(&zoo), "{}", model.name());
+                assert_eq!(header_direct(&f, ftype, tensors(&f, ftype))?, ours);
+                assert_eq!(
+                    profile(&f, ftype)?.weight_bytes,
+                    crate::profile::profile(&zoo)?.weight_bytes
+                );
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn qwen_delta_net_facts_are_complete_and_consistent() {
+        let (_, dense) = qwen_delta_nets().remove(0);
+        assert!(matches!(
+            PartialFacts {
+                ssm_state_size: None,
+                ..dense.clone()
+            }
+            .complete(),
+            Err(FactsError::Missing(m)) if m == ["ssm_state_size"]
+        ));
+        for broken in [
+            PartialFacts {
+                ssm_group_count: Some(5),
+                ..dense.clone()
+            },
+            PartialFacts {
+                full_attention_interval: Some(0),
+                ..dense.clone()
+            },
+            PartialFacts {
+                expert_count: Some(8),
+                expert_used_count: Some(2),
+                expert_feed_forward_length: Some(512),
+                expert_shared_feed_forward_length: Some(512),
+                ..dense.clone()
+            },
+        ] {
+            assert!(
+                matches!(broken.complete(), Err(FactsError::Inconsistent(_))),
+                "{broken:?}"
+            );
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! Real-shaped headers of the architectures whose memory rules differ from a
 //! plain transformer's: latent attention in both of DeepSeek's file layouts,
-//! chunked attention (Llama 4), hybrid recurrent models (Qwen3-Next's gated
-//! delta-net, Granite 4's Mamba-2), multi-token-prediction blocks (Qwen3-Next,
+//! chunked attention (Llama 4), hybrid recurrent models (Qwen3-Next's and
+//! Qwen3.5's gated delta-nets, Granite 4's Mamba-2), multi-token-prediction blocks (Qwen3-Next,
 //! GLM-4.5), attention sinks with a sliding window (gpt-oss), MoE shapes
 //! with few and with many experts, the dense layouts of Qwen2, Qwen3,
 //! Gemma 2, GLM-4 and Phi-3, and Gemma 3n (per-layer token embeddings, AltUp
@@ -69,11 +69,17 @@ pub enum Model {
     /// GLM-4.7-Flash: `deepseek2` latent attention with a compressed query
     /// (`q_lora_rank`), sigmoid-gated experts with a selection bias.
     Glm47Flash,
+    /// Qwen3.5-9B: dense Qwen3.5, 24 gated delta-net layers, 8 full-attention
+    /// layers with M-RoPE sections, an MTP block.
+    Qwen35_9B,
+    /// Qwen3.5-35B-A3B: 30 gated delta-net layers, 10 full-attention layers,
+    /// 256 experts and a shared one, an MTP block.
+    Qwen35Moe35BA3B,
 }
 
 impl Model {
     /// Every model.
-    pub const ALL: [Model; 15] = [
+    pub const ALL: [Model; 17] = [
         Model::DeepSeekV2Lite2024,
         Model::DeepSeekV2Lite,
         Model::Llama4Scout,
@@ -89,6 +95,8 @@ impl Model {
         Model::Glm4_9B,
         Model::Gemma3nE2B,
         Model::Glm47Flash,
+        Model::Qwen35_9B,
+        Model::Qwen35Moe35BA3B,
     ];
 
     /// Short name, e.g. `deepseek2-lite-2024`.
@@ -110,6 +118,8 @@ impl Model {
             Model::Glm4_9B => "glm4-9b",
             Model::Gemma3nE2B => "gemma3n-e2b",
             Model::Glm47Flash => "deepseek2-glm-4.7-flash",
+            Model::Qwen35_9B => "qwen35-9b",
+            Model::Qwen35Moe35BA3B => "qwen35moe-35b-a3b",
         }
     }
 
@@ -145,6 +155,8 @@ impl Model {
             Model::Glm4_9B => dense::glm4_9b(),
             Model::Gemma3nE2B => gemma3n::gemma3n_e2b(),
             Model::Glm47Flash => latent::glm47_flash(),
+            Model::Qwen35_9B => hybrid::qwen35_9b(),
+            Model::Qwen35Moe35BA3B => hybrid::qwen35moe_35b_a3b(),
         }
     }
 

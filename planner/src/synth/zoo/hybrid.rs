@@ -3,6 +3,7 @@
 //! `src/llama-memory-recurrent.cpp`).
 
 use super::{Common, Draft};
+use crate::gguf::{Array, ArrayItems};
 
 /// Qwen3-Next-80B-A3B with its MTP block (48 layers + 1, hidden 2048; every
 /// 4th layer full attention with 16 heads and 2 KV heads of 256 and a gated
@@ -11,84 +12,27 @@ use super::{Common, Draft};
 /// shared one; vocabulary 151936, context 262144). The layer kinds come
 /// from `full_attention_interval` (`src/models/qwen3next.cpp`).
 pub(super) fn qwen3next_80b() -> Draft {
-    const TRUNK: u32 = 48;
-    const EMBD: u64 = 2048;
-    const HEAD: u64 = 256;
-    const HEADS: u64 = 16;
-    const KV_HEADS: u64 = 2;
-    const K_HEADS: u64 = 16;
-    const V_HEADS: u64 = 32;
-    const SSM_HEAD: u64 = 128;
-    const CONV: u64 = 4;
-    const EXPERTS: u64 = 512;
-    const FF_EXP: u64 = 512;
-    let mut d = Draft::new(
-        "qwen3next",
-        &Common {
-            n_layer: TRUNK + 1,
-            n_embd: EMBD as u32,
-            n_ff: 5120,
-            n_head: HEADS as u32,
-            n_head_kv: KV_HEADS as u32,
-            n_expert: EXPERTS as u32,
-            n_vocab: 151_936,
-            n_ctx_train: 262_144,
-            rope_base: 10_000_000.0,
-            norm_eps: 1e-6,
-            ..Common::default()
-        },
-    );
-    let (key_dim, value_dim) = (K_HEADS * SSM_HEAD, V_HEADS * SSM_HEAD);
-    d.kv("attention.head_count_kv", KV_HEADS as u32);
-    d.kv("attention.key_length", HEAD as u32);
-    d.kv("attention.value_length", HEAD as u32);
-    d.kv("rope.dimension_count", (HEAD / 4) as u32);
-    d.kv("nextn_predict_layers", 1u32);
-    d.kv("expert_count", EXPERTS as u32);
-    d.kv("expert_used_count", 10u32);
-    d.kv("expert_feed_forward_length", FF_EXP as u32);
-    d.kv("expert_shared_feed_forward_length", FF_EXP as u32);
-    d.kv("ssm.conv_kernel", CONV as u32);
-    d.kv("ssm.inner_size", value_dim as u32);
-    d.kv("ssm.state_size", SSM_HEAD as u32);
-    d.kv("ssm.time_step_rank", V_HEADS as u32);
-    d.kv("ssm.group_count", K_HEADS as u32);
-    d.kv("full_attention_interval", 4u32);
-    d.embeddings(EMBD, false);
-    for il in 0..=TRUNK {
-        d.blk(il, "attn_norm.weight", &[EMBD]);
-        d.blk(il, "post_attention_norm.weight", &[EMBD]);
-        if il == TRUNK || (il + 1) % 4 == 0 {
-            d.blk(il, "attn_q.weight", &[EMBD, 2 * HEADS * HEAD]);
-            d.blk(il, "attn_k.weight", &[EMBD, KV_HEADS * HEAD]);
-            d.blk(il, "attn_v.weight", &[EMBD, KV_HEADS * HEAD]);
-            d.blk(il, "attn_output.weight", &[HEADS * HEAD, EMBD]);
-            d.blk(il, "attn_q_norm.weight", &[HEAD]);
-            d.blk(il, "attn_k_norm.weight", &[HEAD]);
-        } else {
-            let conv_dim = 2 * key_dim + value_dim;
-            d.blk(il, "attn_qkv.weight", &[EMBD, conv_dim]);
-            d.blk(il, "attn_gate.weight", &[EMBD, value_dim]);
-            d.blk(il, "ssm_conv1d.weight", &[CONV, conv_dim]);
-            d.blk(il, "ssm_dt.bias", &[V_HEADS]);
-            d.blk(il, "ssm_a", &[V_HEADS]);
-            d.blk(il, "ssm_ba.weight", &[EMBD, 2 * V_HEADS]);
-            d.blk(il, "ssm_norm.weight", &[SSM_HEAD]);
-            d.blk(il, "ssm_out.weight", &[value_dim, EMBD]);
-        }
-        d.blk(il, "ffn_gate_inp.weight", &[EMBD, EXPERTS]);
-        d.blk(il, "ffn_down_exps.weight", &[FF_EXP, EMBD, EXPERTS]);
-        d.blk(il, "ffn_gate_exps.weight", &[EMBD, FF_EXP, EXPERTS]);
-        d.blk(il, "ffn_up_exps.weight", &[EMBD, FF_EXP, EXPERTS]);
-        d.blk(il, "ffn_gate_inp_shexp.weight", &[EMBD]);
-        d.blk(il, "ffn_gate_shexp.weight", &[EMBD, FF_EXP]);
-        d.blk(il, "ffn_up_shexp.weight", &[EMBD, FF_EXP]);
-        d.blk(il, "ffn_down_shexp.weight", &[FF_EXP, EMBD]);
-        if il == TRUNK {
-            d.nextn(il, EMBD);
-        }
-    }
-    d
+    qwen35(&Qwen35 {
+        arch: "qwen3next",
+        n_layer: 48,
+        n_embd: 2048,
+        n_ff: 5120,
+        n_head: 16,
+        n_head_kv: 2,
+        head_dim: 256,
+        n_vocab: 151_936,
+        n_ctx_train: 262_144,
+        k_heads: 16,
+        v_heads: 32,
+        ssm_head: 128,
+        conv: 4,
+        interval: 4,
+        rope_dims: 64,
+        rope_sections: None,
+        tied: false,
+        nextn: 1,
+        moe: Some((512, 10, 512, 512)),
+    })
 }
 
 /// Granite-4.0-H-Tiny (40 layers, hidden 1536; attention with 12 heads and
@@ -173,4 +117,196 @@ pub(super) fn granite4_h_tiny() -> Draft {
         d.blk(il, "ffn_down_shexp.weight", &[FF_SHARED, EMBD]);
     }
     d
+}
+
+/// A Qwen3-Next, Qwen3.5 or Qwen3.6 text model (`qwen3next`; `qwen35`, or
+/// `qwen35moe` with experts): every `interval`-th layer full attention with
+/// a gated query, the others gated delta-nets. Qwen3.5 adds M-RoPE sections
+/// and stores the delta-net's beta and alpha projections apart, which
+/// Qwen3-Next fuses (`ssm_ba`; `src/models/qwen3next.cpp`, `qwen35.cpp`,
+/// `qwen35moe.cpp`). The MTP blocks (`nextn`, the config's
+/// `mtp_num_hidden_layers`) follow the trunk.
+pub(crate) struct Qwen35 {
+    /// `qwen3next`, `qwen35` or `qwen35moe`.
+    pub arch: &'static str,
+    pub n_layer: u32,
+    pub n_embd: u64,
+    /// Dense FFN width (`feed_forward_length`; unused by the MoE models).
+    pub n_ff: u64,
+    pub n_head: u64,
+    pub n_head_kv: u64,
+    pub head_dim: u64,
+    pub n_vocab: u64,
+    pub n_ctx_train: u64,
+    /// Delta-net key heads (`ssm.group_count`).
+    pub k_heads: u64,
+    /// Delta-net value heads (`ssm.time_step_rank`).
+    pub v_heads: u64,
+    /// Delta-net head size (`ssm.state_size`).
+    pub ssm_head: u64,
+    pub conv: u64,
+    pub interval: u32,
+    /// `rope.dimension_count` (the rotated part of a head).
+    pub rope_dims: u32,
+    /// `rope.dimension_sections` (Qwen3.5).
+    pub rope_sections: Option<[i32; 4]>,
+    pub tied: bool,
+    pub nextn: u32,
+    /// Experts, experts used, expert width, shared expert width.
+    pub moe: Option<(u64, u32, u64, u64)>,
+}
+
+/// The draft of a [`Qwen35`] model.
+pub(crate) fn qwen35(m: &Qwen35) -> Draft {
+    let arch = m.arch;
+    let n_expert = m.moe.map_or(0, |(e, ..)| e);
+    let n_all = m.n_layer + m.nextn;
+    let mut d = Draft::new(
+        arch,
+        &Common {
+            n_layer: n_all,
+            n_embd: m.n_embd as u32,
+            n_ff: m.n_ff as u32,
+            n_head: m.n_head as u32,
+            n_head_kv: m.n_head_kv as u32,
+            n_expert: n_expert as u32,
+            n_vocab: m.n_vocab,
+            n_ctx_train: m.n_ctx_train,
+            rope_base: 10_000_000.0,
+            norm_eps: 1e-6,
+            ..Common::default()
+        },
+    );
+    let (embd, head) = (m.n_embd, m.head_dim);
+    let (key_dim, value_dim) = (m.k_heads * m.ssm_head, m.v_heads * m.ssm_head);
+    d.kv("attention.head_count_kv", m.n_head_kv as u32);
+    d.kv("attention.key_length", head as u32);
+    d.kv("attention.value_length", head as u32);
+    d.kv("rope.dimension_count", m.rope_dims);
+    if let Some(sections) = m.rope_sections {
+        d.kv(
+            "rope.dimension_sections",
+            Array::new(ArrayItems::I32(sections.to_vec())),
+        );
+    }
+    if m.nextn > 0 {
+        d.kv("nextn_predict_layers", m.nextn);
+    }
+    if let Some((experts, used, ff_exp, ff_shexp)) = m.moe {
+        d.kv("expert_count", experts as u32);
+        d.kv("expert_used_count", used);
+        d.kv("expert_feed_forward_length", ff_exp as u32);
+        d.kv("expert_shared_feed_forward_length", ff_shexp as u32);
+    }
+    d.kv("ssm.conv_kernel", m.conv as u32);
+    d.kv("ssm.inner_size", value_dim as u32);
+    d.kv("ssm.state_size", m.ssm_head as u32);
+    d.kv("ssm.time_step_rank", m.v_heads as u32);
+    d.kv("ssm.group_count", m.k_heads as u32);
+    d.kv("full_attention_interval", m.interval);
+    d.embeddings(embd, m.tied);
+    for il in 0..n_all {
+        let mtp = il >= m.n_layer;
+        d.blk(il, "attn_norm.weight", &[embd]);
+        d.blk(il, "post_attention_norm.weight", &[embd]);
+        if mtp || (il + 1) % m.interval == 0 {
+            d.blk(il, "attn_q.weight", &[embd, 2 * m.n_head * head]);
+            d.blk(il, "attn_k.weight", &[embd, m.n_head_kv * head]);
+            d.blk(il, "attn_v.weight", &[embd, m.n_head_kv * head]);
+            d.blk(il, "attn_output.weight", &[m.n_head * head, embd]);
+            d.blk(il, "attn_q_norm.weight", &[head]);
+            d.blk(il, "attn_k_norm.weight", &[head]);
+        } else {
+            let conv_dim = 2 * key_dim + value_dim;
+            d.blk(il, "attn_qkv.weight", &[embd, conv_dim]);
+            d.blk(il, "attn_gate.weight", &[embd, value_dim]);
+            d.blk(il, "ssm_conv1d.weight", &[m.conv, conv_dim]);
+            d.blk(il, "ssm_dt.bias", &[m.v_heads]);
+            d.blk(il, "ssm_a", &[m.v_heads]);
+            if arch == "qwen3next" {
+                d.blk(il, "ssm_ba.weight", &[embd, 2 * m.v_heads]);
+            } else {
+                d.blk(il, "ssm_beta.weight", &[embd, m.v_heads]);
+                d.blk(il, "ssm_alpha.weight", &[embd, m.v_heads]);
+            }
+            d.blk(il, "ssm_norm.weight", &[m.ssm_head]);
+            d.blk(il, "ssm_out.weight", &[value_dim, embd]);
+        }
+        if let Some((experts, _, ff_exp, ff_shexp)) = m.moe {
+            d.blk(il, "ffn_gate_inp.weight", &[embd, experts]);
+            d.blk(il, "ffn_down_exps.weight", &[ff_exp, embd, experts]);
+            d.blk(il, "ffn_gate_exps.weight", &[embd, ff_exp, experts]);
+            d.blk(il, "ffn_up_exps.weight", &[embd, ff_exp, experts]);
+            d.blk(il, "ffn_gate_inp_shexp.weight", &[embd]);
+            d.blk(il, "ffn_gate_shexp.weight", &[embd, ff_shexp]);
+            d.blk(il, "ffn_up_shexp.weight", &[embd, ff_shexp]);
+            d.blk(il, "ffn_down_shexp.weight", &[ff_shexp, embd]);
+        } else {
+            d.blk(il, "ffn_gate.weight", &[embd, m.n_ff]);
+            d.blk(il, "ffn_down.weight", &[m.n_ff, embd]);
+            d.blk(il, "ffn_up.weight", &[embd, m.n_ff]);
+        }
+        if mtp {
+            d.nextn(il, embd);
+        }
+    }
+    d
+}
+
+/// Qwen3.5-9B (`Qwen/Qwen3.5-9B` text_config: 32 layers, hidden 4096, FFN
+/// 12288; attention 16 heads and 4 KV heads of 256 every 4th layer, rotary
+/// 0.25 of a head in M-RoPE sections 11/11/10; delta-nets with 16 key and 32
+/// value heads of 128, convolution 4; vocabulary 248320, context 262144,
+/// untied; one MTP layer).
+pub(super) fn qwen35_9b() -> Draft {
+    qwen35(&Qwen35 {
+        arch: "qwen35",
+        n_layer: 32,
+        n_embd: 4096,
+        n_ff: 12_288,
+        n_head: 16,
+        n_head_kv: 4,
+        head_dim: 256,
+        n_vocab: 248_320,
+        n_ctx_train: 262_144,
+        k_heads: 16,
+        v_heads: 32,
+        ssm_head: 128,
+        conv: 4,
+        interval: 4,
+        rope_dims: 64,
+        rope_sections: Some([11, 11, 10, 0]),
+        tied: false,
+        nextn: 1,
+        moe: None,
+    })
+}
+
+/// Qwen3.5-35B-A3B (`Qwen/Qwen3.5-35B-A3B` text_config: 40 layers, hidden
+/// 2048; attention 16 heads and 2 KV heads of 256 every 4th layer, rotary
+/// 0.25 in M-RoPE sections 11/11/10; delta-nets with 16 key and 32 value
+/// heads of 128, convolution 4; 256 experts of 512 with 8 used and a shared
+/// one of 512; vocabulary 248320, context 262144, untied; one MTP layer).
+pub(super) fn qwen35moe_35b_a3b() -> Draft {
+    qwen35(&Qwen35 {
+        arch: "qwen35moe",
+        n_layer: 40,
+        n_embd: 2048,
+        n_ff: 0,
+        n_head: 16,
+        n_head_kv: 2,
+        head_dim: 256,
+        n_vocab: 248_320,
+        n_ctx_train: 262_144,
+        k_heads: 16,
+        v_heads: 32,
+        ssm_head: 128,
+        conv: 4,
+        interval: 4,
+        rope_dims: 64,
+        rope_sections: Some([11, 11, 10, 0]),
+        tied: false,
+        nextn: 1,
+        moe: Some((256, 8, 512, 512)),
+    })
 }
