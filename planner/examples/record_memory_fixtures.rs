@@ -295,6 +295,8 @@ fn main() -> Result<(), String> {
             "cache_type_v": c.cache_type_v,
             "swa_full": c.swa_full,
             "repack": c.repack,
+            // The CLI asks llama.cpp for one logits row per sequence.
+            "logits_per_sequence": true,
             "buffers": buffers,
         }));
     }

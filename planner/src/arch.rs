@@ -394,6 +394,7 @@ pub const VERIFIED: &[&str] = &[
     "gemma2",
     "glm4",
     "gemma3n",
+    "lfm2",
 ];
 
 /// Whether the planner's figures for this architecture were checked

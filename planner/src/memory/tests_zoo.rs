@@ -76,6 +76,9 @@ fn recorded() -> &'static Recorded {
                     },
                     cache_type_k: cache("cache_type_k"),
                     cache_type_v: cache("cache_type_v"),
+                    // Cases recorded since the CLI asks llama.cpp for one
+                    // logits row per sequence (d472307) say so.
+                    logits_per_sequence: c["logits_per_sequence"].as_bool().unwrap_or(false),
                     ..Settings::default()
                 };
                 let label = format!(

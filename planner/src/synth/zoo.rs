@@ -5,7 +5,8 @@
 //! GLM-4.5), attention sinks with a sliding window (gpt-oss), MoE shapes
 //! with few and with many experts, the dense layouts of Qwen2, Qwen3,
 //! Gemma 2, GLM-4 and Phi-3, and Gemma 3n (per-layer token embeddings, AltUp
-//! streams, layers that reuse an earlier layer's KV cache).
+//! streams, layers that reuse an earlier layer's KV cache), and LFM2 (short
+//! convolutions with a two-token state between attention layers).
 //!
 //! Why: each of these is a rule of llama.cpp's loader or KV cache that a plain
 //! shape ([`super::Shape`]) does not exercise, and the planner must be held to
@@ -27,6 +28,7 @@ pub(super) mod dense;
 pub(super) mod gemma3n;
 pub(super) mod hybrid;
 mod latent;
+pub(super) mod lfm2;
 pub(super) mod moe;
 
 /// An architecture's reference model.
@@ -66,11 +68,14 @@ pub enum Model {
     /// Gemma-3n-E2B: per-layer token embeddings, AltUp and LAuReL, the last
     /// 10 of 30 layers reusing the cache of the first 20.
     Gemma3nE2B,
+    /// LFM2-1.2B: 10 short-convolution layers with a 2-token state, 6
+    /// attention layers.
+    Lfm2_1_2B,
 }
 
 impl Model {
     /// Every model.
-    pub const ALL: [Model; 14] = [
+    pub const ALL: [Model; 15] = [
         Model::DeepSeekV2Lite2024,
         Model::DeepSeekV2Lite,
         Model::Llama4Scout,
@@ -85,6 +90,7 @@ impl Model {
         Model::Gemma2_9B,
         Model::Glm4_9B,
         Model::Gemma3nE2B,
+        Model::Lfm2_1_2B,
     ];
 
     /// Short name, e.g. `deepseek2-lite-2024`.
@@ -105,6 +111,7 @@ impl Model {
             Model::Gemma2_9B => "gemma2-9b",
             Model::Glm4_9B => "glm4-9b",
             Model::Gemma3nE2B => "gemma3n-e2b",
+            Model::Lfm2_1_2B => "lfm2-1.2b",
         }
     }
 
@@ -139,6 +146,7 @@ impl Model {
             Model::Gemma2_9B => dense::gemma2_9b(),
             Model::Glm4_9B => dense::glm4_9b(),
             Model::Gemma3nE2B => gemma3n::gemma3n_e2b(),
+            Model::Lfm2_1_2B => lfm2::lfm2_1_2b(),
         }
     }
 
