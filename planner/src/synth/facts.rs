@@ -13,7 +13,7 @@
 //! Tensor layouts follow llama.cpp's `load_arch_tensors` for the families the
 //! catalog holds (llama and its Mistral/Mixtral variants, qwen2, qwen3,
 //! qwen3moe, gemma2, gemma3, phi3, deepseek2, gpt-oss, and through the
-//! zoo's builders glm4 and gemma3n); any other
+//! zoo's builders glm4, gemma3n and lfm2); any other
 //! architecture gets the llama layout, which has the same per-layer bytes to
 //! within its norms and biases. Where facts are missing, [`estimate`] fills
 //! them from the parameter count with a documented generic shape, and the
@@ -113,6 +113,11 @@ pub struct PartialFacts {
     pub altup_num_inputs: Option<u64>,
     /// Rank of the LAuReL residual projections (Gemma 3n; no GGUF key).
     pub laurel_rank: Option<u64>,
+    /// Length of the short convolution (`shortconv.l_cache`, LFM2).
+    pub shortconv_l_cache: Option<u32>,
+    /// The attention layers of a hybrid, the others recurrent (LFM2's
+    /// `full_attn_idxs`; in the header, the layers with KV heads).
+    pub attention_layers: Option<Vec<u32>>,
 }
 
 /// Complete architecture facts: enough to lay out every tensor.
@@ -170,6 +175,10 @@ pub struct ArchFacts {
     pub altup_num_inputs: Option<u64>,
     /// LAuReL rank (Gemma 3n).
     pub laurel_rank: Option<u64>,
+    /// Short convolution length (LFM2).
+    pub shortconv_l_cache: Option<u32>,
+    /// Attention layers of a hybrid (LFM2).
+    pub attention_layers: Option<Vec<u32>>,
 }
 
 impl ArchFacts {
@@ -203,6 +212,8 @@ impl ArchFacts {
             embedding_length_per_layer_input: self.embedding_length_per_layer_input,
             altup_num_inputs: self.altup_num_inputs,
             laurel_rank: self.laurel_rank,
+            shortconv_l_cache: self.shortconv_l_cache,
+            attention_layers: self.attention_layers.clone(),
         }
     }
 }
@@ -217,7 +228,8 @@ macro_rules! with_compared_facts {
             tied_embeddings, expert_count, expert_used_count, expert_feed_forward_length,
             expert_shared_count, leading_dense_block_count, sliding_window, kv_lora_rank,
             rope_dimension_count, sliding_window_pattern, shared_kv_layers,
-            embedding_length_per_layer_input, altup_num_inputs, laurel_rank $(, $extra)*
+            embedding_length_per_layer_input, altup_num_inputs, laurel_rank,
+            shortconv_l_cache, attention_layers $(, $extra)*
         )
     };
 }
@@ -320,6 +332,9 @@ impl PartialFacts {
         if architecture == "gemma3n" {
             check_gemma3n(self, block_count)?;
         }
+        if architecture == "lfm2" {
+            check_lfm2(self, block_count)?;
+        }
         let key_length = self.key_length.unwrap_or(embedding_length / head_count);
         let tied = self.tied_embeddings.unwrap_or(false) || layout(&architecture).always_tied;
         let f = ArchFacts {
@@ -349,6 +364,8 @@ impl PartialFacts {
             embedding_length_per_layer_input: self.embedding_length_per_layer_input,
             altup_num_inputs: self.altup_num_inputs,
             laurel_rank: self.laurel_rank,
+            shortconv_l_cache: self.shortconv_l_cache,
+            attention_layers: self.attention_layers.clone(),
         };
         if checked_n_params(&raw_tensors(&f)).is_none_or(|n| n > MAX_PARAMS) {
             return Err(FactsError::Inconsistent(format!(
@@ -408,6 +425,39 @@ fn check_gemma3n(f: &PartialFacts, block_count: u32) -> Result<(), FactsError> {
         return Err(FactsError::Inconsistent(
             "sliding_window_pattern must be above 0".into(),
         ));
+    }
+    Ok(())
+}
+
+/// LFM2's own facts are stated: which layers attend (the others are short
+/// convolutions, whose state is sized by `shortconv_l_cache`), each below
+/// `block_count`; llama.cpp needs a convolution longer than 1
+/// (`build_shortconv_block`).
+fn check_lfm2(f: &PartialFacts, block_count: u32) -> Result<(), FactsError> {
+    let mut missing = Vec::new();
+    if f.shortconv_l_cache.is_none() {
+        missing.push("shortconv_l_cache");
+    }
+    if f.attention_layers.is_none() {
+        missing.push("attention_layers");
+    }
+    if !missing.is_empty() {
+        return Err(FactsError::Missing(missing));
+    }
+    if f.shortconv_l_cache.is_some_and(|l| l < 2) {
+        return Err(FactsError::Inconsistent(
+            "lfm2 shortconv_l_cache must be above 1".into(),
+        ));
+    }
+    if let Some(il) = f
+        .attention_layers
+        .iter()
+        .flatten()
+        .find(|&&il| il >= block_count)
+    {
+        return Err(FactsError::Inconsistent(format!(
+            "lfm2 attention layer {il} of {block_count} layers"
+        )));
     }
     Ok(())
 }
@@ -577,7 +627,7 @@ fn layout(arch: &str) -> Layout {
 /// the zoo knows: one layout per architecture, checked against llama.cpp
 /// there.
 fn zoo_parts(f: &ArchFacts) -> Option<(Vec<(String, Value)>, Vec<(String, Vec<u64>)>)> {
-    use super::zoo::{dense, gemma3n};
+    use super::zoo::{dense, gemma3n, lfm2};
     let draft = match f.architecture.as_str() {
         "glm4" => dense::glm4(&dense::Glm4 {
             n_layer: f.block_count,
@@ -609,6 +659,18 @@ fn zoo_parts(f: &ArchFacts) -> Option<(Vec<(String, Value)>, Vec<(String, Vec<u6
             laurel: f.laurel_rank?,
             shared_kv_layers: f.shared_kv_layers?,
             sparse_layers: None,
+        }),
+        "lfm2" => lfm2::lfm2(&lfm2::Lfm2 {
+            n_layer: f.block_count,
+            n_embd: f.embedding_length,
+            n_ff: f.feed_forward_length,
+            n_head: f.head_count,
+            n_head_kv: f.head_count_kv,
+            n_vocab: f.vocab_size,
+            n_ctx_train: f.context_length,
+            l_cache: f.shortconv_l_cache?,
+            attention_layers: f.attention_layers.clone()?,
+            tied: f.tied_embeddings,
         }),
         _ => return None,
     };
@@ -1178,6 +1240,65 @@ mod tests {
                 crate::profile::profile(&zoo)?.weight_bytes
             );
         }
+        Ok(())
+    }
+
+    /// LFM2-1.2B's facts as its `config.json` states them (the FFN width
+    /// adjusted as the converter writes it).
+    fn lfm2_1_2b() -> PartialFacts {
+        PartialFacts {
+            architecture: Some("lfm2".into()),
+            block_count: Some(16),
+            embedding_length: Some(2048),
+            feed_forward_length: Some(8192),
+            head_count: Some(32),
+            head_count_kv: Some(8),
+            vocab_size: Some(65_536),
+            context_length: Some(128_000),
+            tied_embeddings: Some(true),
+            shortconv_l_cache: Some(3),
+            attention_layers: Some(vec![2, 5, 8, 10, 12, 14]),
+            ..PartialFacts::default()
+        }
+    }
+
+    /// A catalog entry of LFM2 gets the zoo's LFM2-1.2B header, tensor for
+    /// tensor and key for key (the zoo's is held to llama.cpp's accounting);
+    /// without its layer kinds or its convolution it is incomplete.
+    #[test]
+    fn lfm2_facts_give_the_zoo_s_header() -> Result<(), FactsError> {
+        use crate::synth::zoo::{self, Model};
+        let f = lfm2_1_2b().complete()?;
+        for ftype in [FileType::Q4_K_M, FileType::Q8_0, FileType::BF16] {
+            let ours = header(&f, ftype)?;
+            let zoo = zoo::build(Model::Lfm2_1_2B, ftype)?;
+            assert_eq!(ours.tensors, zoo.tensors, "{}", ftype.name());
+            let keys = |h: &Header| -> Vec<(String, Value)> {
+                h.metadata
+                    .iter()
+                    .filter(|(k, _)| k.starts_with("lfm2."))
+                    .cloned()
+                    .collect()
+            };
+            assert_eq!(keys(&ours), keys(&zoo));
+            assert_eq!(header_direct(&f, ftype, tensors(&f, ftype))?, ours);
+        }
+        let without = PartialFacts {
+            attention_layers: None,
+            ..lfm2_1_2b()
+        };
+        assert!(matches!(
+            without.complete(),
+            Err(FactsError::Missing(m)) if m == ["attention_layers"]
+        ));
+        let outside = PartialFacts {
+            attention_layers: Some(vec![16]),
+            ..lfm2_1_2b()
+        };
+        assert!(matches!(
+            outside.complete(),
+            Err(FactsError::Inconsistent(_))
+        ));
         Ok(())
     }
 
