@@ -382,6 +382,9 @@ mod tests {
             (Model::Qwen3_8B, 8_190_735_360, 0.0),
             (Model::Gemma2_9B, 9_241_705_984, 0.0),
             (Model::Glm4_9B, 9_400_000_000, 0.02),
+            // LFM2-1.2B: the count another project lists for LiquidAI's
+            // LFM2-1.2B Q4_K_M file (code-index file id 57856444710).
+            (Model::Lfm2_1_2B, 1_170_340_608, 0.0),
         ] {
             let n = n_params(m) as f64;
             let off = (n / published as f64 - 1.0).abs();
