@@ -396,6 +396,7 @@ pub const VERIFIED: &[&str] = &[
     "gemma3n",
     "qwen35",
     "qwen35moe",
+    "lfm2",
 ];
 
 /// Whether the planner's figures for this architecture were checked

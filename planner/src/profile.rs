@@ -640,6 +640,17 @@ fn recurrent_facts(h: &Header, a: &str) -> Result<Option<Recurrent>, ProfileErro
             rwkv_state_floats: 0,
         }));
     }
+    if let Some(l_cache) = opt_u32(h, &key(a, "shortconv.l_cache"))? {
+        // LFM2's short convolution keeps only its last `l_cache - 1` inputs,
+        // one row of the hidden size each, and no SSM state (`n_embd_r`).
+        return Ok(Some(Recurrent {
+            d_conv: l_cache,
+            d_inner: req_u32(h, &key(a, "embedding_length"))?,
+            d_state: 0,
+            n_group: 0,
+            rwkv_state_floats: 0,
+        }));
+    }
     if let Some(head) = opt_u32(h, &key(a, "wkv.head_size"))? {
         let n_embd = u64::from(req_u32(h, &key(a, "embedding_length"))?);
         // RWKV: token-shift (2 × n_embd) plus the wkv state (n_embd × head_size).

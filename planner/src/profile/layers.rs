@@ -360,6 +360,18 @@ mod tests {
         assert_eq!(attention, [5, 15, 25, 35]);
     }
 
+    /// LFM2: the convolution layers (0 KV heads) keep the last two inputs
+    /// of a 2048-wide convolution (`n_embd_r`), and no SSM state.
+    #[test]
+    fn lfm2_convolution_layers_keep_a_short_state() {
+        let p = zoo_profile(Model::Lfm2_1_2B);
+        assert_eq!(counts(&p), [("recurrent", 10), ("full", 6)]);
+        let attention: Vec<usize> = (0..16).filter(|&il| p.is_attention_layer(il)).collect();
+        assert_eq!(attention, [2, 5, 8, 10, 12, 14]);
+        let r = p.recurrent.expect("shortconv.l_cache");
+        assert_eq!((r.d_conv, r.d_inner, r.d_state), (3, 2048, 0));
+    }
+
     /// Gemma 3n: the first 20 layers cache (a full layer every fifth, from
     /// the `sliding_window_pattern` flags), the last 10 reuse theirs.
     #[test]

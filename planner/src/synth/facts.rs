@@ -13,8 +13,8 @@
 //! Tensor layouts follow llama.cpp's `load_arch_tensors` for the families the
 //! catalog holds (llama and its Mistral/Mixtral variants, qwen2, qwen3,
 //! qwen3moe, gemma2, gemma3, phi3, deepseek2, gpt-oss, and through the
-//! zoo's builders glm4, gemma3n, glm4moe, llama4, qwen3next, qwen35 and
-//! qwen35moe); any other
+//! zoo's builders glm4, gemma3n, glm4moe, llama4, qwen3next, qwen35,
+//! qwen35moe, lfm2 and granitehybrid); any other
 //! architecture gets the llama layout, which has the same per-layer bytes to
 //! within its norms and biases. Where facts are missing, [`estimate`] fills
 //! them from the parameter count with a documented generic shape, and the
@@ -139,6 +139,13 @@ pub struct PartialFacts {
     /// Feed-forward size of the shared expert
     /// (`expert_shared_feed_forward_length`).
     pub expert_shared_feed_forward_length: Option<u64>,
+    /// Length of the short convolution (`shortconv.l_cache`, LFM2).
+    pub shortconv_l_cache: Option<u32>,
+    /// The attention layers of a hybrid, the others recurrent (LFM2's
+    /// `full_attn_idxs`; in the header, the layers with KV heads).
+    pub attention_layers: Option<Vec<u32>>,
+    /// Mamba-2 inner size (`ssm.inner_size`, Granite 4.0 H).
+    pub ssm_inner_size: Option<u64>,
 }
 
 /// Complete architecture facts: enough to lay out every tensor.
@@ -214,6 +221,12 @@ pub struct ArchFacts {
     pub ssm_time_step_rank: Option<u64>,
     /// Shared expert width.
     pub expert_shared_feed_forward_length: Option<u64>,
+    /// Short convolution length (LFM2).
+    pub shortconv_l_cache: Option<u32>,
+    /// Attention layers of a hybrid (LFM2, Granite 4.0 H).
+    pub attention_layers: Option<Vec<u32>>,
+    /// Mamba-2 inner size (Granite 4.0 H).
+    pub ssm_inner_size: Option<u64>,
 }
 
 impl ArchFacts {
@@ -256,6 +269,9 @@ impl ArchFacts {
             ssm_group_count: self.ssm_group_count,
             ssm_time_step_rank: self.ssm_time_step_rank,
             expert_shared_feed_forward_length: self.expert_shared_feed_forward_length,
+            shortconv_l_cache: self.shortconv_l_cache,
+            attention_layers: self.attention_layers.clone(),
+            ssm_inner_size: self.ssm_inner_size,
         }
     }
 }
@@ -273,7 +289,8 @@ macro_rules! with_compared_facts {
             embedding_length_per_layer_input, altup_num_inputs, laurel_rank,
             nextn_predict_layers, interleave_moe_layer_step, q_lora_rank,
             full_attention_interval, ssm_conv_kernel, ssm_state_size, ssm_group_count,
-            ssm_time_step_rank, expert_shared_feed_forward_length $(, $extra)*
+            ssm_time_step_rank, expert_shared_feed_forward_length, shortconv_l_cache,
+            attention_layers, ssm_inner_size $(, $extra)*
         )
     };
 }
@@ -385,6 +402,12 @@ impl PartialFacts {
         if is_qwen_delta_net(&architecture) {
             check_qwen_delta_net(self, &architecture, block_count, head_count)?;
         }
+        if architecture == "lfm2" {
+            check_lfm2(self, block_count)?;
+        }
+        if architecture == "granitehybrid" {
+            check_granitehybrid(self, block_count, embedding_length)?;
+        }
         let key_length = self.key_length.unwrap_or(embedding_length / head_count);
         let tied = self.tied_embeddings.unwrap_or(false) || layout(&architecture).always_tied;
         let f = ArchFacts {
@@ -423,6 +446,9 @@ impl PartialFacts {
             ssm_group_count: self.ssm_group_count,
             ssm_time_step_rank: self.ssm_time_step_rank,
             expert_shared_feed_forward_length: self.expert_shared_feed_forward_length,
+            shortconv_l_cache: self.shortconv_l_cache,
+            attention_layers: self.attention_layers.clone(),
+            ssm_inner_size: self.ssm_inner_size,
         };
         if checked_n_params(&raw_tensors(&f)).is_none_or(|n| n > MAX_PARAMS) {
             return Err(FactsError::Inconsistent(format!(
@@ -615,6 +641,96 @@ fn check_qwen_delta_net(
     Ok(())
 }
 
+/// LFM2's own facts are stated: which layers attend (the others are short
+/// convolutions, whose state is sized by `shortconv_l_cache`), each below
+/// `block_count`; llama.cpp needs a convolution longer than 1
+/// (`build_shortconv_block`).
+fn check_lfm2(f: &PartialFacts, block_count: u32) -> Result<(), FactsError> {
+    let mut missing = Vec::new();
+    if f.shortconv_l_cache.is_none() {
+        missing.push("shortconv_l_cache");
+    }
+    if f.attention_layers.is_none() {
+        missing.push("attention_layers");
+    }
+    if !missing.is_empty() {
+        return Err(FactsError::Missing(missing));
+    }
+    if f.shortconv_l_cache.is_some_and(|l| l < 2) {
+        return Err(FactsError::Inconsistent(
+            "lfm2 shortconv_l_cache must be above 1".into(),
+        ));
+    }
+    if let Some(il) = f
+        .attention_layers
+        .iter()
+        .flatten()
+        .find(|&&il| il >= block_count)
+    {
+        return Err(FactsError::Inconsistent(format!(
+            "lfm2 attention layer {il} of {block_count} layers"
+        )));
+    }
+    Ok(())
+}
+
+/// Granite 4.0 H's own facts are stated: the Mamba-2 sizes, which layers
+/// attend, and the experts (the dense layout, Granite 4.0 H Micro's, is not
+/// recorded against llama.cpp); llama.cpp loads only an inner size of twice
+/// the hidden size (`src/models/granite-hybrid.cpp`), one expert width
+/// (`feed_forward_length`), and groups that divide the inner size.
+fn check_granitehybrid(
+    f: &PartialFacts,
+    block_count: u32,
+    embedding_length: u64,
+) -> Result<(), FactsError> {
+    let mut missing = Vec::new();
+    macro_rules! need {
+        ($f:ident) => {
+            if f.$f.is_none() {
+                missing.push(stringify!($f));
+            }
+        };
+    }
+    need!(attention_layers);
+    need!(ssm_conv_kernel);
+    need!(ssm_inner_size);
+    need!(ssm_state_size);
+    need!(ssm_time_step_rank);
+    need!(ssm_group_count);
+    need!(expert_count);
+    need!(expert_shared_feed_forward_length);
+    if !missing.is_empty() {
+        return Err(FactsError::Missing(missing));
+    }
+    let bad = |why: String| Err(FactsError::Inconsistent(format!("granitehybrid {why}")));
+    if f.expert_count == Some(0) {
+        return bad("without experts (the dense layout is not recorded)".into());
+    }
+    if f.ssm_inner_size != Some(embedding_length.saturating_mul(2)) {
+        return bad(format!(
+            "ssm_inner_size {:?}: llama.cpp loads twice the hidden size",
+            f.ssm_inner_size
+        ));
+    }
+    if f.expert_feed_forward_length != f.feed_forward_length {
+        return bad("expert_feed_forward_length differs from feed_forward_length".into());
+    }
+    let groups = f.ssm_group_count.unwrap_or(0);
+    if groups == 0 || !f.ssm_inner_size.unwrap_or(0).is_multiple_of(groups) {
+        return bad(format!("ssm_group_count {groups}"));
+    }
+    if let Some(il) = f
+        .attention_layers
+        .iter()
+        .flatten()
+        .find(|&&il| il >= block_count)
+    {
+        return bad(format!("attention layer {il} of {block_count} layers"));
+    }
+    Ok(())
+}
+
 /// The generic shape [`estimate`] uses for what the facts leave open.
 pub mod generic {
     /// Head size.
@@ -780,7 +896,7 @@ fn layout(arch: &str) -> Layout {
 /// the zoo knows: one layout per architecture, checked against llama.cpp
 /// there.
 fn zoo_parts(f: &ArchFacts) -> Option<(Vec<(String, Value)>, Vec<(String, Vec<u64>)>)> {
-    use super::zoo::{dense, gemma3n, hybrid, latent, moe};
+    use super::zoo::{dense, gemma3n, hybrid, latent, lfm2, moe};
     let draft = match f.architecture.as_str() {
         "glm4" => dense::glm4(&dense::Glm4 {
             n_layer: f.block_count,
@@ -902,6 +1018,38 @@ fn zoo_parts(f: &ArchFacts) -> Option<(Vec<(String, Value)>, Vec<(String, Vec<u6
                 f.expert_feed_forward_length,
                 f.expert_shared_feed_forward_length.unwrap_or(0),
             )),
+        }),
+        "lfm2" => lfm2::lfm2(&lfm2::Lfm2 {
+            n_layer: f.block_count,
+            n_embd: f.embedding_length,
+            n_ff: f.feed_forward_length,
+            n_head: f.head_count,
+            n_head_kv: f.head_count_kv,
+            n_vocab: f.vocab_size,
+            n_ctx_train: f.context_length,
+            l_cache: f.shortconv_l_cache?,
+            attention_layers: f.attention_layers.clone()?,
+            tied: f.tied_embeddings,
+        }),
+        "granitehybrid" => hybrid::granite4_h(&hybrid::Granite4H {
+            n_layer: f.block_count,
+            n_embd: f.embedding_length,
+            n_head: f.head_count,
+            n_head_kv: f.head_count_kv,
+            head_dim: f.key_length,
+            n_vocab: f.vocab_size,
+            n_ctx_train: f.context_length,
+            attention_layers: f.attention_layers.clone()?,
+            d_conv: f.ssm_conv_kernel?,
+            d_inner: f.ssm_inner_size?,
+            d_state: f.ssm_state_size?,
+            n_ssm_head: f.ssm_time_step_rank?,
+            n_group: f.ssm_group_count?,
+            n_expert: u64::from(f.expert_count),
+            n_expert_used: f.expert_used_count,
+            n_ff_exp: f.expert_feed_forward_length,
+            n_ff_shexp: f.expert_shared_feed_forward_length?,
+            tied: f.tied_embeddings,
         }),
         _ => return None,
     };
@@ -1924,5 +2072,127 @@ mod tests {
                 "{broken:?}"
             );
         }
+    }
+
+    /// LFM2-1.2B's facts as its `config.json` states them (the FFN width
+    /// adjusted as the converter writes it).
+    fn lfm2_1_2b() -> PartialFacts {
+        PartialFacts {
+            architecture: Some("lfm2".into()),
+            block_count: Some(16),
+            embedding_length: Some(2048),
+            feed_forward_length: Some(8192),
+            head_count: Some(32),
+            head_count_kv: Some(8),
+            vocab_size: Some(65_536),
+            context_length: Some(128_000),
+            tied_embeddings: Some(true),
+            shortconv_l_cache: Some(3),
+            attention_layers: Some(vec![2, 5, 8, 10, 12, 14]),
+            ..PartialFacts::default()
+        }
+    }
+
+    /// A catalog entry of LFM2 gets the zoo's LFM2-1.2B header, tensor for
+    /// tensor and key for key (the zoo's is held to llama.cpp's accounting);
+    /// without its layer kinds or its convolution it is incomplete.
+    #[test]
+    fn lfm2_facts_give_the_zoo_s_header() -> Result<(), FactsError> {
+        use crate::synth::zoo::{self, Model};
+        let f = lfm2_1_2b().complete()?;
+        for ftype in [FileType::Q4_K_M, FileType::Q8_0, FileType::BF16] {
+            let ours = header(&f, ftype)?;
+            let zoo = zoo::build(Model::Lfm2_1_2B, ftype)?;
+            assert_eq!(ours.tensors, zoo.tensors, "{}", ftype.name());
+            let keys = |h: &Header| -> Vec<(String, Value)> {
+                h.metadata
+                    .iter()
+                    .filter(|(k, _)| k.starts_with("lfm2."))
+                    .cloned()
+                    .collect()
+            };
+            assert_eq!(keys(&ours), keys(&zoo));
+            assert_eq!(header_direct(&f, ftype, tensors(&f, ftype))?, ours);
+        }
+        let without = PartialFacts {
+            attention_layers: None,
+            ..lfm2_1_2b()
+        };
+        assert!(matches!(
+            without.complete(),
+            Err(FactsError::Missing(m)) if m == ["attention_layers"]
+        ));
+        let outside = PartialFacts {
+            attention_layers: Some(vec![16]),
+            ..lfm2_1_2b()
+        };
+        assert!(matches!(
+            outside.complete(),
+            Err(FactsError::Inconsistent(_))
+        ));
+        Ok(())
+    }
+
+    /// Granite-4.0-H-Tiny's facts, as the zoo's builder states them.
+    fn granite4_h_tiny() -> PartialFacts {
+        PartialFacts {
+            architecture: Some("granitehybrid".into()),
+            block_count: Some(40),
+            embedding_length: Some(1536),
+            feed_forward_length: Some(512),
+            head_count: Some(12),
+            head_count_kv: Some(4),
+            vocab_size: Some(100_352),
+            context_length: Some(131_072),
+            tied_embeddings: Some(true),
+            expert_count: Some(64),
+            expert_used_count: Some(6),
+            expert_feed_forward_length: Some(512),
+            expert_shared_feed_forward_length: Some(1024),
+            attention_layers: Some(vec![5, 15, 25, 35]),
+            ssm_conv_kernel: Some(4),
+            ssm_inner_size: Some(3072),
+            ssm_state_size: Some(128),
+            ssm_time_step_rank: Some(48),
+            ssm_group_count: Some(1),
+            ..PartialFacts::default()
+        }
+    }
+
+    /// A catalog entry of Granite 4.0 H gets the zoo's Granite-4.0-H-Tiny
+    /// header, tensor for tensor and key for key (the zoo's is held to
+    /// llama.cpp's accounting); an inner size llama.cpp does not load, or
+    /// no experts, is refused.
+    #[test]
+    fn granitehybrid_facts_give_the_zoo_s_header() -> Result<(), FactsError> {
+        use crate::synth::zoo::{self, Model};
+        let f = granite4_h_tiny().complete()?;
+        for ftype in [FileType::Q4_K_M, FileType::Q8_0, FileType::BF16] {
+            let ours = header(&f, ftype)?;
+            let zoo = zoo::build(Model::Granite4HTiny, ftype)?;
+            assert_eq!(ours.tensors, zoo.tensors, "{}", ftype.name());
+            let keys = |h: &Header| -> Vec<(String, Value)> {
+                h.metadata
+                    .iter()
+                    .filter(|(k, _)| k.starts_with("granitehybrid."))
+                    .cloned()
+                    .collect()
+            };
+            assert_eq!(keys(&ours), keys(&zoo));
+            assert_eq!(header_direct(&f, ftype, tensors(&f, ftype))?, ours);
+        }
+        for wrong in [
+            PartialFacts {
+                ssm_inner_size: Some(1536),
+                ..granite4_h_tiny()
+            },
+            PartialFacts {
+                expert_count: Some(0),
+                ..granite4_h_tiny()
+            },
+        ] {
+            assert!(matches!(wrong.complete(), Err(FactsError::Inconsistent(_))));
+        }
+        Ok(())
     }
 }

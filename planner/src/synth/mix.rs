@@ -253,6 +253,7 @@ pub fn allows_quantization(name: &str, dims: &[u64]) -> bool {
         && !name.contains("_norm.weight")
         && !name.contains("ffn_gate_inp.weight")
         && !name.contains("ssm_conv1d")
+        && !name.contains("shortconv.conv.weight")
         && !name.contains("attn_rel_b.weight")
         && !kept_as_converted(name)
 }

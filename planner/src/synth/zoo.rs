@@ -5,7 +5,8 @@
 //! GLM-4.5), attention sinks with a sliding window (gpt-oss), MoE shapes
 //! with few and with many experts, the dense layouts of Qwen2, Qwen3,
 //! Gemma 2, GLM-4 and Phi-3, and Gemma 3n (per-layer token embeddings, AltUp
-//! streams, layers that reuse an earlier layer's KV cache).
+//! streams, layers that reuse an earlier layer's KV cache), and LFM2 (short
+//! convolutions with a two-token state between attention layers).
 //!
 //! Why: each of these is a rule of llama.cpp's loader or KV cache that a plain
 //! shape ([`super::Shape`]) does not exercise, and the planner must be held to
@@ -27,6 +28,7 @@ pub(super) mod dense;
 pub(super) mod gemma3n;
 pub(super) mod hybrid;
 pub(super) mod latent;
+pub(super) mod lfm2;
 pub(super) mod moe;
 
 /// An architecture's reference model.
@@ -75,11 +77,14 @@ pub enum Model {
     /// Qwen3.5-35B-A3B: 30 gated delta-net layers, 10 full-attention layers,
     /// 256 experts and a shared one, an MTP block.
     Qwen35Moe35BA3B,
+    /// LFM2-1.2B: 10 short-convolution layers with a 2-token state, 6
+    /// attention layers.
+    Lfm2_1_2B,
 }
 
 impl Model {
     /// Every model.
-    pub const ALL: [Model; 17] = [
+    pub const ALL: [Model; 18] = [
         Model::DeepSeekV2Lite2024,
         Model::DeepSeekV2Lite,
         Model::Llama4Scout,
@@ -97,6 +102,7 @@ impl Model {
         Model::Glm47Flash,
         Model::Qwen35_9B,
         Model::Qwen35Moe35BA3B,
+        Model::Lfm2_1_2B,
     ];
 
     /// Short name, e.g. `deepseek2-lite-2024`.
@@ -120,6 +126,7 @@ impl Model {
             Model::Glm47Flash => "deepseek2-glm-4.7-flash",
             Model::Qwen35_9B => "qwen35-9b",
             Model::Qwen35Moe35BA3B => "qwen35moe-35b-a3b",
+            Model::Lfm2_1_2B => "lfm2-1.2b",
         }
     }
 
@@ -157,6 +164,7 @@ impl Model {
             Model::Glm47Flash => latent::glm47_flash(),
             Model::Qwen35_9B => hybrid::qwen35_9b(),
             Model::Qwen35Moe35BA3B => hybrid::qwen35moe_35b_a3b(),
+            Model::Lfm2_1_2B => lfm2::lfm2_1_2b(),
         }
     }
 
@@ -392,6 +400,9 @@ mod tests {
             (Model::Qwen3_8B, 8_190_735_360, 0.0),
             (Model::Gemma2_9B, 9_241_705_984, 0.0),
             (Model::Glm4_9B, 9_400_000_000, 0.02),
+            // LFM2-1.2B: the count another project lists for LiquidAI's
+            // LFM2-1.2B Q4_K_M file (code-index file id 57856444710).
+            (Model::Lfm2_1_2B, 1_170_340_608, 0.0),
         ] {
             let n = n_params(m) as f64;
             let off = (n / published as f64 - 1.0).abs();

@@ -42,79 +42,146 @@ pub(super) fn qwen3next_80b() -> Draft {
 /// 100352, context 131072). Recurrent layers are those with 0 KV heads
 /// (`src/models/granite-hybrid.cpp`).
 pub(super) fn granite4_h_tiny() -> Draft {
-    const LAYERS: u32 = 40;
-    const EMBD: u64 = 1536;
-    const INNER: u64 = 2 * EMBD;
-    const STATE: u64 = 128;
-    const GROUPS: u64 = 1;
-    const SSM_HEADS: u64 = 48;
-    const CONV: u64 = 4;
-    const FF_EXP: u64 = 512;
-    const FF_SHARED: u64 = 1024;
-    const EXPERTS: u64 = 64;
-    let attention = |il: u32| il % 10 == 5;
+    granite4_h(&Granite4H {
+        n_layer: 40,
+        n_embd: 1536,
+        n_head: 12,
+        n_head_kv: 4,
+        head_dim: 128,
+        n_vocab: 100_352,
+        n_ctx_train: 131_072,
+        attention_layers: vec![5, 15, 25, 35],
+        d_conv: 4,
+        d_inner: 3072,
+        d_state: 128,
+        n_ssm_head: 48,
+        n_group: 1,
+        n_expert: 64,
+        n_expert_used: 6,
+        n_ff_exp: 512,
+        n_ff_shexp: 1024,
+        tied: true,
+    })
+}
+
+/// The hyper-parameters of a Granite 4.0 H MoE model (`granitehybrid`),
+/// under the names of its GGUF keys where it has one. The dense FFN layout
+/// (no experts) is not laid out: its accounting is not recorded.
+pub(crate) struct Granite4H {
+    pub n_layer: u32,
+    pub n_embd: u64,
+    pub n_head: u64,
+    /// KV heads of an attention layer (0 on the Mamba-2 layers).
+    pub n_head_kv: u64,
+    pub head_dim: u64,
+    pub n_vocab: u64,
+    pub n_ctx_train: u64,
+    /// The attention layers; the others are Mamba-2.
+    pub attention_layers: Vec<u32>,
+    /// `ssm.conv_kernel`.
+    pub d_conv: u64,
+    /// `ssm.inner_size` (llama.cpp loads only twice the hidden size).
+    pub d_inner: u64,
+    /// `ssm.state_size`.
+    pub d_state: u64,
+    /// `ssm.time_step_rank`: the SSM heads.
+    pub n_ssm_head: u64,
+    /// `ssm.group_count`.
+    pub n_group: u64,
+    pub n_expert: u64,
+    pub n_expert_used: u32,
+    /// `feed_forward_length`: one expert's width.
+    pub n_ff_exp: u64,
+    /// `expert_shared_feed_forward_length` (0: no shared expert).
+    pub n_ff_shexp: u64,
+    /// No `output.weight`: the output is the token embedding.
+    pub tied: bool,
+}
+
+/// A Granite 4.0 H MoE model: the keys and tensors of
+/// `src/models/granite-hybrid.cpp`. The scale keys are Tiny's: they size
+/// nothing.
+pub(crate) fn granite4_h(p: &Granite4H) -> Draft {
+    let embd = p.n_embd;
+    let (inner, state, groups, ssm_heads) = (p.d_inner, p.d_state, p.n_group, p.n_ssm_head);
+    let (experts, ff_exp, ff_shared) = (p.n_expert, p.n_ff_exp, p.n_ff_shexp);
+    let u32_of = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
+    let attention = |il: u32| p.attention_layers.contains(&il);
     let mut d = Draft::new(
         "granitehybrid",
         &Common {
-            n_layer: LAYERS,
-            n_embd: EMBD as u32,
-            n_ff: FF_EXP as u32,
-            n_head: 12,
-            n_head_kv: 4,
-            n_expert: EXPERTS as u32,
-            n_vocab: 100_352,
-            n_ctx_train: 131_072,
+            n_layer: p.n_layer,
+            n_embd: u32_of(embd),
+            n_ff: u32_of(ff_exp),
+            n_head: u32_of(p.n_head),
+            n_head_kv: u32_of(p.n_head_kv),
+            n_expert: u32_of(experts),
+            n_vocab: p.n_vocab,
+            n_ctx_train: p.n_ctx_train,
             ..Common::default()
         },
     );
-    let kv_heads = (0..LAYERS)
-        .map(|il| if attention(il) { 4 } else { 0 })
+    let kv_heads = (0..p.n_layer)
+        .map(|il| {
+            if attention(il) {
+                u32_of(p.n_head_kv)
+            } else {
+                0
+            }
+        })
         .collect();
     d.kv_u32s("attention.head_count_kv", kv_heads);
-    d.kv("expert_count", EXPERTS as u32);
-    d.kv("expert_used_count", 6u32);
-    d.kv("expert_shared_feed_forward_length", FF_SHARED as u32);
-    d.kv("ssm.conv_kernel", CONV as u32);
-    d.kv("ssm.inner_size", INNER as u32);
-    d.kv("ssm.state_size", STATE as u32);
-    d.kv("ssm.time_step_rank", SSM_HEADS as u32);
-    d.kv("ssm.group_count", GROUPS as u32);
+    if p.head_dim != embd / p.n_head.max(1) {
+        d.kv("attention.key_length", u32_of(p.head_dim));
+        d.kv("attention.value_length", u32_of(p.head_dim));
+    }
+    d.kv("expert_count", u32_of(experts));
+    d.kv("expert_used_count", p.n_expert_used);
+    d.kv("expert_shared_feed_forward_length", u32_of(ff_shared));
+    d.kv("ssm.conv_kernel", u32_of(p.d_conv));
+    d.kv("ssm.inner_size", u32_of(inner));
+    d.kv("ssm.state_size", u32_of(state));
+    d.kv("ssm.time_step_rank", u32_of(ssm_heads));
+    d.kv("ssm.group_count", u32_of(groups));
     d.kv("attention.scale", 0.007_812_5f32);
     d.kv("embedding_scale", 12.0f32);
     d.kv("residual_scale", 0.22f32);
     d.kv("logit_scale", 6.0f32);
     d.kv("rope.scaling.finetuned", false);
-    d.embeddings(EMBD, true);
-    for il in 0..LAYERS {
-        d.blk(il, "attn_norm.weight", &[EMBD]);
+    d.embeddings(embd, p.tied);
+    let (q, kv) = (p.n_head * p.head_dim, p.n_head_kv * p.head_dim);
+    for il in 0..p.n_layer {
+        d.blk(il, "attn_norm.weight", &[embd]);
         if attention(il) {
-            d.blk(il, "attn_q.weight", &[EMBD, 12 * 128]);
-            d.blk(il, "attn_k.weight", &[EMBD, 4 * 128]);
-            d.blk(il, "attn_v.weight", &[EMBD, 4 * 128]);
-            d.blk(il, "attn_output.weight", &[12 * 128, EMBD]);
+            d.blk(il, "attn_q.weight", &[embd, q]);
+            d.blk(il, "attn_k.weight", &[embd, kv]);
+            d.blk(il, "attn_v.weight", &[embd, kv]);
+            d.blk(il, "attn_output.weight", &[q, embd]);
         } else {
-            let conv_dim = INNER + 2 * GROUPS * STATE;
+            let conv_dim = inner + 2 * groups * state;
             d.blk(
                 il,
                 "ssm_in.weight",
-                &[EMBD, 2 * INNER + 2 * GROUPS * STATE + SSM_HEADS],
+                &[embd, 2 * inner + 2 * groups * state + ssm_heads],
             );
-            d.blk(il, "ssm_conv1d.weight", &[CONV, conv_dim]);
+            d.blk(il, "ssm_conv1d.weight", &[p.d_conv, conv_dim]);
             d.blk(il, "ssm_conv1d.bias", &[conv_dim]);
-            d.blk(il, "ssm_dt.bias", &[SSM_HEADS]);
-            d.blk(il, "ssm_a", &[1, SSM_HEADS]);
-            d.blk(il, "ssm_d", &[1, SSM_HEADS]);
-            d.blk(il, "ssm_norm.weight", &[INNER / GROUPS, GROUPS]);
-            d.blk(il, "ssm_out.weight", &[INNER, EMBD]);
+            d.blk(il, "ssm_dt.bias", &[ssm_heads]);
+            d.blk(il, "ssm_a", &[1, ssm_heads]);
+            d.blk(il, "ssm_d", &[1, ssm_heads]);
+            d.blk(il, "ssm_norm.weight", &[inner / groups.max(1), groups]);
+            d.blk(il, "ssm_out.weight", &[inner, embd]);
         }
-        d.blk(il, "ffn_norm.weight", &[EMBD]);
-        d.blk(il, "ffn_gate_inp.weight", &[EMBD, EXPERTS]);
-        d.blk(il, "ffn_gate_exps.weight", &[EMBD, FF_EXP, EXPERTS]);
-        d.blk(il, "ffn_down_exps.weight", &[FF_EXP, EMBD, EXPERTS]);
-        d.blk(il, "ffn_up_exps.weight", &[EMBD, FF_EXP, EXPERTS]);
-        d.blk(il, "ffn_gate_shexp.weight", &[EMBD, FF_SHARED]);
-        d.blk(il, "ffn_up_shexp.weight", &[EMBD, FF_SHARED]);
-        d.blk(il, "ffn_down_shexp.weight", &[FF_SHARED, EMBD]);
+        d.blk(il, "ffn_norm.weight", &[embd]);
+        d.blk(il, "ffn_gate_inp.weight", &[embd, experts]);
+        d.blk(il, "ffn_gate_exps.weight", &[embd, ff_exp, experts]);
+        d.blk(il, "ffn_down_exps.weight", &[ff_exp, embd, experts]);
+        d.blk(il, "ffn_up_exps.weight", &[embd, ff_exp, experts]);
+        if ff_shared > 0 {
+            d.blk(il, "ffn_gate_shexp.weight", &[embd, ff_shared]);
+            d.blk(il, "ffn_up_shexp.weight", &[embd, ff_shared]);
+            d.blk(il, "ffn_down_shexp.weight", &[ff_shared, embd]);
+        }
     }
     d
 }
