@@ -368,9 +368,18 @@ pub fn kv_shared_from(arch: &str, n_layer: u32, shared_kv_layers: Option<u32>) -
 /// Architectures whose loader creates a tied output (`token_embd.weight`
 /// with `TENSOR_DUPLICATED`) before the token embedding itself: on the CPU
 /// the output finds no tensor to share and is allocated a second time
-/// (`llama_model_loader::create_tensor`). gemma4 loads in the same order but
-/// is not yet checked.
-pub const TIED_OUTPUT_CREATED_FIRST: &[&str] = &["gemma3n"];
+/// (`llama_model_loader::create_tensor`): gemma3n and gemma4 (both measured:
+/// the CPU weights exceed the file's tensors by exactly the embedding).
+pub const TIED_OUTPUT_CREATED_FIRST: &[&str] = &["gemma3n", "gemma4"];
+
+/// Architectures whose reserved compute graph holds no logits: llama.cpp's
+/// `no_alloc` accounting of a gemma4 file does not change with its
+/// vocabulary (Gemma-4-E2B with 32768 and with 262144 tokens: 114,849,824
+/// bytes of CPU compute both, at 4096 tokens and a 512-token ubatch, where
+/// gemma3n's grows by the logits of the ubatch). Where in the graph the
+/// logits go was not found in `src/models/gemma4.cpp`; the planner follows
+/// the accounting.
+pub const LOGITS_OUTSIDE_RESERVE: &[&str] = &["gemma4"];
 
 /// Architectures the planner is held to llama.cpp's own accounting on: a
 /// synthetic file of each (`synth::Shape`, `synth::zoo`) is compared with a
@@ -394,6 +403,7 @@ pub const VERIFIED: &[&str] = &[
     "gemma2",
     "glm4",
     "gemma3n",
+    "gemma4",
 ];
 
 /// Whether the planner's figures for this architecture were checked

@@ -4,8 +4,10 @@
 //! delta-net, Granite 4's Mamba-2), multi-token-prediction blocks (Qwen3-Next,
 //! GLM-4.5), attention sinks with a sliding window (gpt-oss), MoE shapes
 //! with few and with many experts, the dense layouts of Qwen2, Qwen3,
-//! Gemma 2, GLM-4 and Phi-3, and Gemma 3n (per-layer token embeddings, AltUp
-//! streams, layers that reuse an earlier layer's KV cache).
+//! Gemma 2, GLM-4 and Phi-3, Gemma 3n (per-layer token embeddings, AltUp
+//! streams, layers that reuse an earlier layer's KV cache) and Gemma 4
+//! (per-layer embeddings and shared KV layers in E2B, different head sizes
+//! and KV head counts on sliding and full layers).
 //!
 //! Why: each of these is a rule of llama.cpp's loader or KV cache that a plain
 //! shape ([`super::Shape`]) does not exercise, and the planner must be held to
@@ -25,6 +27,7 @@ use crate::gguf::{Array, ArrayItems, GgufError, Header, Value};
 
 pub(super) mod dense;
 pub(super) mod gemma3n;
+pub(super) mod gemma4;
 pub(super) mod hybrid;
 mod latent;
 pub(super) mod moe;
@@ -66,11 +69,18 @@ pub enum Model {
     /// Gemma-3n-E2B: per-layer token embeddings, AltUp and LAuReL, the last
     /// 10 of 30 layers reusing the cache of the first 20.
     Gemma3nE2B,
+    /// Gemma-4-E2B: per-layer token embeddings, heads of 256 (sliding) and
+    /// 512 (full), the last 20 of 35 layers reusing the cache of the first
+    /// 15 with no K/V projections of their own.
+    Gemma4E2B,
+    /// Gemma-4-31B: 16 KV heads of 256 on sliding layers, 4 of 512 on full
+    /// ones, which have no V projection.
+    Gemma4_31B,
 }
 
 impl Model {
     /// Every model.
-    pub const ALL: [Model; 14] = [
+    pub const ALL: [Model; 16] = [
         Model::DeepSeekV2Lite2024,
         Model::DeepSeekV2Lite,
         Model::Llama4Scout,
@@ -85,6 +95,8 @@ impl Model {
         Model::Gemma2_9B,
         Model::Glm4_9B,
         Model::Gemma3nE2B,
+        Model::Gemma4E2B,
+        Model::Gemma4_31B,
     ];
 
     /// Short name, e.g. `deepseek2-lite-2024`.
@@ -105,6 +117,8 @@ impl Model {
             Model::Gemma2_9B => "gemma2-9b",
             Model::Glm4_9B => "glm4-9b",
             Model::Gemma3nE2B => "gemma3n-e2b",
+            Model::Gemma4E2B => "gemma4-e2b",
+            Model::Gemma4_31B => "gemma4-31b",
         }
     }
 
@@ -139,6 +153,8 @@ impl Model {
             Model::Gemma2_9B => dense::gemma2_9b(),
             Model::Glm4_9B => dense::glm4_9b(),
             Model::Gemma3nE2B => gemma3n::gemma3n_e2b(),
+            Model::Gemma4E2B => gemma4::gemma4_e2b(),
+            Model::Gemma4_31B => gemma4::gemma4_31b(),
         }
     }
 
