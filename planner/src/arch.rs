@@ -372,15 +372,6 @@ pub fn kv_shared_from(arch: &str, n_layer: u32, shared_kv_layers: Option<u32>) -
 /// the CPU weights exceed the file's tensors by exactly the embedding).
 pub const TIED_OUTPUT_CREATED_FIRST: &[&str] = &["gemma3n", "gemma4"];
 
-/// Architectures whose reserved compute graph holds no logits: llama.cpp's
-/// `no_alloc` accounting of a gemma4 file does not change with its
-/// vocabulary (Gemma-4-E2B with 32768 and with 262144 tokens: 114,849,824
-/// bytes of CPU compute both, at 4096 tokens and a 512-token ubatch, where
-/// gemma3n's grows by the logits of the ubatch). Where in the graph the
-/// logits go was not found in `src/models/gemma4.cpp`; the planner follows
-/// the accounting.
-pub const LOGITS_OUTSIDE_RESERVE: &[&str] = &["gemma4"];
-
 /// Architectures the planner is held to llama.cpp's own accounting on: a
 /// synthetic file of each (`synth::Shape`, `synth::zoo`) is compared with a
 /// `no_alloc` load, weights, KV cache (recurrent state included) and

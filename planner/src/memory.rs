@@ -565,11 +565,7 @@ fn compute_parts(p: &ModelProfile, ctx: &Context) -> Compute {
             .max(dense_ff - 3.0 * et4)
             .max(if moe_ff > 0.0 { moe_ff + et4 } else { 0.0 })
             .max(0.0) as u64,
-        logits: if arch::LOGITS_OUTSIDE_RESERVE.contains(&p.arch.as_str()) {
-            0
-        } else {
-            (f(p.n_vocab) * f(u64::from(ctx.n_outputs)) * 4.0) as u64
-        },
+        logits: (f(p.n_vocab) * f(u64::from(ctx.n_outputs)) * 4.0) as u64,
     }
 }
 
