@@ -368,9 +368,9 @@ pub fn kv_shared_from(arch: &str, n_layer: u32, shared_kv_layers: Option<u32>) -
 /// Architectures whose loader creates a tied output (`token_embd.weight`
 /// with `TENSOR_DUPLICATED`) before the token embedding itself: on the CPU
 /// the output finds no tensor to share and is allocated a second time
-/// (`llama_model_loader::create_tensor`). gemma4 loads in the same order but
-/// is not yet checked.
-pub const TIED_OUTPUT_CREATED_FIRST: &[&str] = &["gemma3n"];
+/// (`llama_model_loader::create_tensor`): gemma3n and gemma4 (both measured:
+/// the CPU weights exceed the file's tensors by exactly the embedding).
+pub const TIED_OUTPUT_CREATED_FIRST: &[&str] = &["gemma3n", "gemma4"];
 
 /// Architectures the planner is held to llama.cpp's own accounting on: a
 /// synthetic file of each (`synth::Shape`, `synth::zoo`) is compared with a
@@ -397,6 +397,7 @@ pub const VERIFIED: &[&str] = &[
     "qwen35",
     "qwen35moe",
     "lfm2",
+    "gemma4",
 ];
 
 /// Whether the planner's figures for this architecture were checked

@@ -475,12 +475,22 @@ fn compute_parts(p: &ModelProfile, ctx: &Context) -> Compute {
     // transposed and indexed per element. A sliding-window model has two
     // caches, each with its own indices.
     let caches = if p.swa.is_some() { 2.0 } else { 1.0 };
-    let v_idxs = caches
-        * if ctx.flash_attn {
-            t * 8.0
-        } else {
-            t * f(u64::from(p.head_dim_v)) * max_kv * 8.0
-        };
+    // The widest V row of a cache: Gemma 4's sliding and full layers differ
+    // in head size and KV heads.
+    let v_row = |swa: bool| {
+        let head = if swa { p.head_dim_v_swa } else { p.head_dim_v };
+        (0..p.n_head_kv.len())
+            .filter(|&il| p.is_attention_layer(il) && p.is_swa_layer(il) == swa)
+            .map(|il| f(u64::from(p.n_head_kv[il])) * f(u64::from(head)))
+            .fold(0.0, f64::max)
+    };
+    let v_idxs = if ctx.flash_attn {
+        caches * t * 8.0
+    } else if p.swa.is_some() {
+        t * (v_row(false) + v_row(true)) * 8.0
+    } else {
+        t * f(u64::from(p.head_dim_v)) * max_kv * 8.0
+    };
     let inputs = 2.0 * et4 + masks + v_idxs + t * 36.0;
 
     let n_head = f(u64::from(p.n_head.iter().copied().max().unwrap_or(0)));
@@ -504,7 +514,16 @@ fn compute_parts(p: &ModelProfile, ctx: &Context) -> Compute {
         });
         3.0 * et4 + q + kq + latent
     };
-    let dense_ff = 3.0 * et4 + 3.0 * f(u64::from(p.n_ff)) * t * 4.0;
+    // The widest dense FFN (Gemma 4's KV-shared layers are twice as wide
+    // as the first ones: `use_double_wide_mlp`).
+    let widest_ff = p
+        .layers
+        .iter()
+        .flat_map(|l| &l.tensors)
+        .filter(|t| t.name.ends_with(".ffn_down.weight"))
+        .filter_map(|t| t.dims.first().copied())
+        .fold(u64::from(p.n_ff), u64::max);
+    let dense_ff = 3.0 * et4 + 3.0 * f(widest_ff) * t * 4.0;
     let moe_ff = match p.experts {
         Some(ex) => {
             let n_ff_exp = f(expert_ff(p).unwrap_or(u64::from(p.n_ff)));
@@ -528,11 +547,20 @@ fn compute_parts(p: &ModelProfile, ctx: &Context) -> Compute {
     } else {
         0.0
     };
+    // Per-layer token embeddings (gemma3n, gemma4): every layer's slice of
+    // them, projected and normed before the first layer, stays live through
+    // all the layers.
+    let per_layer_inputs = p
+        .globals
+        .iter()
+        .find(|t| t.name == "per_layer_token_embd.weight")
+        .and_then(|t| t.dims.first().copied())
+        .map_or(0.0, |width| f(width) * t * 4.0);
     Compute {
         inputs: inputs as u64,
         et4: et4 as u64,
         sent: (masks + v_idxs) as u64,
-        layer_peak: attn.max(dense_ff).max(moe_ff) as u64,
+        layer_peak: (attn.max(dense_ff).max(moe_ff) + per_layer_inputs) as u64,
         device_stage: (attn - 3.0 * et4)
             .max(dense_ff - 3.0 * et4)
             .max(if moe_ff > 0.0 { moe_ff + et4 } else { 0.0 })

@@ -126,10 +126,18 @@ type Stated = BTreeMap<&'static str, Value>;
 ///   declares (`num_hidden_layers: int = 35`) where its docstring says they
 ///   are one model's ("a Gemma3nText gemma3n_text-E4B style
 ///   configuration"), read under the `config.json` names, with the layer
-///   pattern its `__post_init__` writes (`(i + 1) % 5 == 0`).
+///   pattern its `__post_init__` writes (`(i + 1) % 5 == 0`);
+/// - `gemma4 converter`: a variant of transformers' Gemma 4 converter
+///   (`Gemma4TextConfig(hidden_size=1536, …)`, `intermediate_size=4 * 1536`,
+///   `layer_types=_DEFAULT_LAYER_TYPES * 7` with that list's definition
+///   `["sliding_attention"] * 5 + ["full_attention"]`) or the lines of
+///   `Gemma4TextConfig`'s defaults it relies on, under Gemma 4's GGUF names
+///   (`head_dim` is the sliding layers' `key_length_swa`, `global_head_dim`
+///   the full layers' `key_length`).
 const DIALECTS: &[&str] = &[
     "config.json",
     "transformers config",
+    "gemma4 converter",
     "litgpt",
     "maxtext",
     "llama.cpp log",
@@ -488,6 +496,74 @@ fn assignments(excerpt: &str) -> BTreeMap<String, String> {
     out
 }
 
+/// A Gemma 4 converter variant or `Gemma4TextConfig` default lines (see
+/// [`DIALECTS`]).
+fn from_gemma4_converter(excerpt: &str) -> Stated {
+    let a = assignments(excerpt);
+    // `1536`, `262_144` or `4 * 1536`.
+    let number = |v: &str| -> Option<u64> {
+        v.split('*')
+            .map(int)
+            .try_fold(1u64, |acc, x| x.map(|x| acc * x))
+    };
+    let n = |k: &str| a.get(k).and_then(|v| number(v)).map(Value::from);
+    let b = |k: &str| a.get(k).and_then(|v| flag(v)).map(Value::from);
+    let mut s = Stated::new();
+    for (ours, theirs) in [
+        ("block_count", "num_hidden_layers"),
+        ("embedding_length", "hidden_size"),
+        ("feed_forward_length", "intermediate_size"),
+        ("head_count", "num_attention_heads"),
+        ("head_count_kv", "num_key_value_heads"),
+        ("head_count_kv_full", "num_global_key_value_heads"),
+        ("key_length_swa", "head_dim"),
+        ("key_length", "global_head_dim"),
+        ("vocab_size", "vocab_size"),
+        ("context_length", "max_position_embeddings"),
+        ("sliding_window", "sliding_window"),
+        ("shared_kv_layers", "num_kv_shared_layers"),
+        (
+            "embedding_length_per_layer_input",
+            "hidden_size_per_layer_input",
+        ),
+    ] {
+        if let Some(v) = n(theirs) {
+            s.insert(ours, v);
+        }
+    }
+    for (ours, theirs) in [
+        ("tied_embeddings", "tie_word_embeddings"),
+        ("double_wide_mlp", "use_double_wide_mlp"),
+        ("attention_k_eq_v", "attention_k_eq_v"),
+    ] {
+        if let Some(v) = b(theirs) {
+            s.insert(ours, v);
+        }
+    }
+    // `global_head_dim = kwargs.pop("global_head_dim", 512)`.
+    if let Some(v) = a.get("global_head_dim")
+        && let Some(d) = v
+            .strip_prefix("kwargs.pop(\"global_head_dim\",")
+            .and_then(|r| r.strip_suffix(')'))
+            .and_then(int)
+    {
+        s.insert("key_length", d.into());
+    }
+    // `layer_types=NAME * k` with `NAME = ["sliding_attention"] * n +
+    // ["full_attention"]`: a full layer every n + 1.
+    if let Some(name) = a
+        .get("layer_types")
+        .and_then(|v| v.split('*').next())
+        .map(str::trim)
+        && let Some(def) = a.get(name)
+        && let Some(rest) = def.strip_prefix("[\"sliding_attention\"] * ")
+        && let Some(k) = rest.strip_suffix(" + [\"full_attention\"]").and_then(int)
+    {
+        s.insert("sliding_window_pattern", (k + 1).into());
+    }
+    s
+}
+
 /// A `litgpt/config.py` entry.
 fn from_litgpt(excerpt: &str) -> Stated {
     let a = assignments(excerpt);
@@ -760,6 +836,7 @@ fn stated(dialect: &str, excerpt: &str) -> Result<Stated, String> {
     Ok(match dialect {
         "config.json" => from_config_json(excerpt)?,
         "transformers config" => from_transformers_config(excerpt),
+        "gemma4 converter" => from_gemma4_converter(excerpt),
         "litgpt" => from_litgpt(excerpt),
         "maxtext" => from_maxtext(excerpt),
         "llama.cpp log" => from_llama_cpp_log(excerpt),
@@ -771,7 +848,7 @@ fn stated(dialect: &str, excerpt: &str) -> Result<Stated, String> {
 
 /// Architectures whose output projection is always the token embedding
 /// (the `always_tied` layouts of `synth::facts`).
-const ALWAYS_TIED: &[&str] = &["gemma2", "gemma3", "gemma3n"];
+const ALWAYS_TIED: &[&str] = &["gemma2", "gemma3", "gemma3n", "gemma4"];
 
 /// Every architecture number of entry `e` against the excerpts its facts
 /// record keeps: each number the catalog lists is stated by at least one
@@ -902,6 +979,18 @@ fn check_arch(e: &Entry, m: &Value) -> Vec<String> {
             "ssm_group_count",
             "ssm_time_step_rank",
             "expert_shared_feed_forward_length",
+        ]);
+    }
+    if arch == "gemma4" {
+        required.extend([
+            "key_length",
+            "key_length_swa",
+            "head_count_kv_full",
+            "sliding_window_pattern",
+            "shared_kv_layers",
+            "embedding_length_per_layer_input",
+            "double_wide_mlp",
+            "attention_k_eq_v",
         ]);
     }
     for key in required {
@@ -1539,8 +1628,12 @@ fn every_quality_figure_follows_from_its_kept_evidence() {
             }
             "card" => {
                 let gpqa = r["gpqa"].as_f64().expect("gpqa");
+                // A leaderboard's JSON, or a card's table row ("GPQA
+                // Diamond | … 84.3% …").
+                let in_table =
+                    excerpt.contains("GPQA") && excerpt.contains(&format!("{:.1}%", gpqa * 100.0));
                 assert!(
-                    excerpt.contains(&format!("\"score\": {gpqa}")),
+                    excerpt.contains(&format!("\"score\": {gpqa}")) || in_table,
                     "{}: {excerpt}",
                     e.id
                 );
@@ -1576,6 +1669,7 @@ fn zoo_laid_out_entries_match_llama_cpp_accounting() {
     use headroom_planner::solve::{self, Build};
     const ARCHS: &[&str] = &[
         "gemma3n",
+        "gemma4",
         "glm4moe",
         "llama4",
         "qwen3next",

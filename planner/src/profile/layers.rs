@@ -384,6 +384,14 @@ mod tests {
         assert_eq!(full, [4, 9, 14, 19]);
     }
 
+    /// Gemma 4 E2B: the first 15 layers cache (a full layer every fifth),
+    /// the last 20 reuse theirs.
+    #[test]
+    fn gemma4_e2b_shares_the_cache_of_its_first_fifteen_layers() {
+        let p = zoo_profile(Model::Gemma4E2B);
+        assert_eq!(counts(&p), [("sliding", 12), ("full", 3), ("shared", 20)]);
+    }
+
     #[test]
     fn glm_mtp_block_is_skipped() {
         let p = zoo_profile(Model::Glm45Air);

@@ -14,7 +14,7 @@
 //! catalog holds (llama and its Mistral/Mixtral variants, qwen2, qwen3,
 //! qwen3moe, gemma2, gemma3, phi3, deepseek2, gpt-oss, and through the
 //! zoo's builders glm4, gemma3n, glm4moe, llama4, qwen3next, qwen35,
-//! qwen35moe, lfm2 and granitehybrid); any other
+//! qwen35moe, lfm2, granitehybrid and gemma4); any other
 //! architecture gets the llama layout, which has the same per-layer bytes to
 //! within its norms and biases. Where facts are missing, [`estimate`] fills
 //! them from the parameter count with a documented generic shape, and the
@@ -146,6 +146,19 @@ pub struct PartialFacts {
     pub attention_layers: Option<Vec<u32>>,
     /// Mamba-2 inner size (`ssm.inner_size`, Granite 4.0 H).
     pub ssm_inner_size: Option<u64>,
+    /// Key (and value) head size of the sliding layers
+    /// (`attention.key_length_swa`, Gemma 4; `key_length` is the full
+    /// layers').
+    pub key_length_swa: Option<u64>,
+    /// KV heads of the full-attention layers, where they differ from the
+    /// sliding ones' (`num_global_key_value_heads`, Gemma 4).
+    pub head_count_kv_full: Option<u64>,
+    /// The KV-sharing layers' FFN is twice as wide (`use_double_wide_mlp`,
+    /// Gemma 4).
+    pub double_wide_mlp: Option<bool>,
+    /// The full layers have no V projection: their values are their keys
+    /// (`attention_k_eq_v`, Gemma 4).
+    pub attention_k_eq_v: Option<bool>,
 }
 
 /// Complete architecture facts: enough to lay out every tensor.
@@ -227,6 +240,14 @@ pub struct ArchFacts {
     pub attention_layers: Option<Vec<u32>>,
     /// Mamba-2 inner size (Granite 4.0 H).
     pub ssm_inner_size: Option<u64>,
+    /// Head size of the sliding layers (Gemma 4).
+    pub key_length_swa: Option<u64>,
+    /// KV heads of the full layers (Gemma 4).
+    pub head_count_kv_full: Option<u64>,
+    /// Doubled FFN on the KV-sharing layers (Gemma 4).
+    pub double_wide_mlp: bool,
+    /// Full layers without a V projection (Gemma 4).
+    pub attention_k_eq_v: bool,
 }
 
 impl ArchFacts {
@@ -272,6 +293,10 @@ impl ArchFacts {
             shortconv_l_cache: self.shortconv_l_cache,
             attention_layers: self.attention_layers.clone(),
             ssm_inner_size: self.ssm_inner_size,
+            key_length_swa: self.key_length_swa,
+            head_count_kv_full: self.head_count_kv_full,
+            double_wide_mlp: Some(self.double_wide_mlp),
+            attention_k_eq_v: Some(self.attention_k_eq_v),
         }
     }
 }
@@ -290,7 +315,8 @@ macro_rules! with_compared_facts {
             nextn_predict_layers, interleave_moe_layer_step, q_lora_rank,
             full_attention_interval, ssm_conv_kernel, ssm_state_size, ssm_group_count,
             ssm_time_step_rank, expert_shared_feed_forward_length, shortconv_l_cache,
-            attention_layers, ssm_inner_size $(, $extra)*
+            attention_layers, ssm_inner_size, key_length_swa, head_count_kv_full,
+            double_wide_mlp, attention_k_eq_v $(, $extra)*
         )
     };
 }
@@ -405,6 +431,9 @@ impl PartialFacts {
         if architecture == "lfm2" {
             check_lfm2(self, block_count)?;
         }
+        if architecture == "gemma4" {
+            check_gemma4(self, block_count)?;
+        }
         if architecture == "granitehybrid" {
             check_granitehybrid(self, block_count, embedding_length)?;
         }
@@ -449,6 +478,10 @@ impl PartialFacts {
             shortconv_l_cache: self.shortconv_l_cache,
             attention_layers: self.attention_layers.clone(),
             ssm_inner_size: self.ssm_inner_size,
+            key_length_swa: self.key_length_swa,
+            head_count_kv_full: self.head_count_kv_full,
+            double_wide_mlp: self.double_wide_mlp.unwrap_or(false),
+            attention_k_eq_v: self.attention_k_eq_v.unwrap_or(false),
         };
         if checked_n_params(&raw_tensors(&f)).is_none_or(|n| n > MAX_PARAMS) {
             return Err(FactsError::Inconsistent(format!(
@@ -731,6 +764,48 @@ fn check_granitehybrid(
     Ok(())
 }
 
+/// Gemma 4's layout facts are all stated: its loader reads the window, the
+/// head sizes of both kinds of layer, the layer pattern, the shared layers
+/// and the per-layer input width (0: none) from the header, with no
+/// default to fall back on; the shared layers reuse the cache of the last
+/// sliding and the last full layer before them, so at least two layers
+/// (one of each kind) keep their own.
+fn check_gemma4(f: &PartialFacts, block_count: u32) -> Result<(), FactsError> {
+    let mut missing = Vec::new();
+    macro_rules! need {
+        ($f:ident) => {
+            if f.$f.is_none() {
+                missing.push(stringify!($f));
+            }
+        };
+    }
+    need!(key_length);
+    need!(key_length_swa);
+    need!(sliding_window);
+    need!(sliding_window_pattern);
+    need!(shared_kv_layers);
+    need!(embedding_length_per_layer_input);
+    if !missing.is_empty() {
+        return Err(FactsError::Missing(missing));
+    }
+    let period = f.sliding_window_pattern.unwrap_or(0);
+    let own = block_count.saturating_sub(f.shared_kv_layers.unwrap_or(0));
+    if period < 2 || own < period {
+        return Err(FactsError::Inconsistent(format!(
+            "gemma4: {own} layers with their own cache, a full layer every {period}: \
+             llama.cpp needs a sliding and a full one among them"
+        )));
+    }
+    if let Some(kv) = f.head_count_kv_full
+        && (kv == 0 || !f.head_count.unwrap_or(0).is_multiple_of(kv))
+    {
+        return Err(FactsError::Inconsistent(format!(
+            "gemma4: {kv} KV heads on full layers"
+        )));
+    }
+    Ok(())
+}
+
 /// The generic shape [`estimate`] uses for what the facts leave open.
 pub mod generic {
     /// Head size.
@@ -880,7 +955,7 @@ fn layout(arch: &str) -> Layout {
             ..d
         },
         // Laid out by the zoo ([`zoo_parts`]); tied, as gemma2/3.
-        "gemma3n" => Layout {
+        "gemma3n" | "gemma4" => Layout {
             always_tied: true,
             ..d
         },
@@ -896,7 +971,7 @@ fn layout(arch: &str) -> Layout {
 /// the zoo knows: one layout per architecture, checked against llama.cpp
 /// there.
 fn zoo_parts(f: &ArchFacts) -> Option<(Vec<(String, Value)>, Vec<(String, Vec<u64>)>)> {
-    use super::zoo::{dense, gemma3n, hybrid, latent, lfm2, moe};
+    use super::zoo::{dense, gemma3n, gemma4, hybrid, latent, lfm2, moe};
     let draft = match f.architecture.as_str() {
         "glm4" => dense::glm4(&dense::Glm4 {
             n_layer: f.block_count,
@@ -1050,6 +1125,24 @@ fn zoo_parts(f: &ArchFacts) -> Option<(Vec<(String, Value)>, Vec<(String, Vec<u6
             n_ff_exp: f.expert_feed_forward_length,
             n_ff_shexp: f.expert_shared_feed_forward_length?,
             tied: f.tied_embeddings,
+        }),
+        "gemma4" => gemma4::gemma4(&gemma4::Gemma4 {
+            n_layer: f.block_count,
+            n_embd: f.embedding_length,
+            n_ff: f.feed_forward_length,
+            n_head: f.head_count,
+            n_head_kv: f.head_count_kv,
+            head_dim_swa: f.key_length_swa?,
+            head_dim: f.key_length,
+            n_vocab: f.vocab_size,
+            n_ctx_train: f.context_length,
+            sliding_window: f.sliding_window?,
+            swa_period: f.sliding_window_pattern?,
+            per_layer: f.embedding_length_per_layer_input?,
+            shared_kv_layers: f.shared_kv_layers?,
+            double_wide_mlp: f.double_wide_mlp,
+            n_head_kv_full: f.head_count_kv_full.unwrap_or(f.head_count_kv),
+            k_eq_v: f.attention_k_eq_v,
         }),
         _ => return None,
     };
@@ -2193,6 +2286,97 @@ mod tests {
         ] {
             assert!(matches!(wrong.complete(), Err(FactsError::Inconsistent(_))));
         }
+        Ok(())
+    }
+
+    /// Gemma-4-E2B's and Gemma-4-31B's facts as transformers' Gemma 4
+    /// converter states them.
+    fn gemma4_facts() -> [(PartialFacts, crate::synth::zoo::Model); 2] {
+        use crate::synth::zoo::Model;
+        let common = PartialFacts {
+            architecture: Some("gemma4".into()),
+            key_length: Some(512),
+            key_length_swa: Some(256),
+            vocab_size: Some(262_144),
+            ..PartialFacts::default()
+        };
+        [
+            (
+                PartialFacts {
+                    block_count: Some(35),
+                    embedding_length: Some(1536),
+                    feed_forward_length: Some(6144),
+                    head_count: Some(8),
+                    head_count_kv: Some(1),
+                    context_length: Some(131_072),
+                    sliding_window: Some(512),
+                    sliding_window_pattern: Some(5),
+                    shared_kv_layers: Some(20),
+                    embedding_length_per_layer_input: Some(256),
+                    double_wide_mlp: Some(true),
+                    ..common.clone()
+                },
+                Model::Gemma4E2B,
+            ),
+            (
+                PartialFacts {
+                    block_count: Some(60),
+                    embedding_length: Some(5376),
+                    feed_forward_length: Some(21_504),
+                    head_count: Some(32),
+                    head_count_kv: Some(16),
+                    head_count_kv_full: Some(4),
+                    attention_k_eq_v: Some(true),
+                    context_length: Some(262_144),
+                    sliding_window: Some(1024),
+                    sliding_window_pattern: Some(6),
+                    shared_kv_layers: Some(0),
+                    embedding_length_per_layer_input: Some(0),
+                    ..common
+                },
+                Model::Gemma4_31B,
+            ),
+        ]
+    }
+
+    /// A catalog entry of Gemma 4 gets the zoo's header (the one held to
+    /// llama.cpp's accounting), tensor for tensor, with the same keys.
+    #[test]
+    fn gemma4_facts_give_the_zoo_s_header() -> Result<(), FactsError> {
+        use crate::synth::zoo;
+        for (facts, model) in gemma4_facts() {
+            let f = facts.complete()?;
+            assert!(f.tied_embeddings);
+            for ftype in [FileType::Q4_K_M, FileType::Q8_0, FileType::BF16] {
+                let ours = header(&f, ftype)?;
+                let zoo = zoo::build(model, ftype)?;
+                assert_eq!(ours.tensors, zoo.tensors, "{}", ftype.name());
+                let keys = |h: &Header| -> Vec<(String, Value)> {
+                    h.metadata
+                        .iter()
+                        .filter(|(k, _)| k.starts_with("gemma4."))
+                        .cloned()
+                        .collect()
+                };
+                assert_eq!(keys(&ours), keys(&zoo));
+            }
+        }
+        let [(e2b, _), _] = gemma4_facts();
+        let no_window = PartialFacts {
+            key_length_swa: None,
+            ..e2b.clone()
+        };
+        assert!(
+            matches!(no_window.complete(), Err(FactsError::Missing(m)) if m == vec!["key_length_swa"])
+        );
+        let all_shared = PartialFacts {
+            shared_kv_layers: Some(33),
+            ..e2b
+        };
+        assert!(matches!(
+            all_shared.complete(),
+            Err(FactsError::Inconsistent(_))
+        ));
         Ok(())
     }
 }

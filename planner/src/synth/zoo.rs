@@ -7,6 +7,10 @@
 //! Gemma 2, GLM-4 and Phi-3, and Gemma 3n (per-layer token embeddings, AltUp
 //! streams, layers that reuse an earlier layer's KV cache), and LFM2 (short
 //! convolutions with a two-token state between attention layers).
+//! Gemma 2, GLM-4 and Phi-3, Gemma 3n (per-layer token embeddings, AltUp
+//! streams, layers that reuse an earlier layer's KV cache) and Gemma 4
+//! (per-layer embeddings and shared KV layers in E2B, different head sizes
+//! and KV head counts on sliding and full layers).
 //!
 //! Why: each of these is a rule of llama.cpp's loader or KV cache that a plain
 //! shape ([`super::Shape`]) does not exercise, and the planner must be held to
@@ -26,6 +30,7 @@ use crate::gguf::{Array, ArrayItems, GgufError, Header, Value};
 
 pub(super) mod dense;
 pub(super) mod gemma3n;
+pub(super) mod gemma4;
 pub(super) mod hybrid;
 pub(super) mod latent;
 pub(super) mod lfm2;
@@ -80,11 +85,18 @@ pub enum Model {
     /// LFM2-1.2B: 10 short-convolution layers with a 2-token state, 6
     /// attention layers.
     Lfm2_1_2B,
+    /// Gemma-4-E2B: per-layer token embeddings, heads of 256 (sliding) and
+    /// 512 (full), the last 20 of 35 layers reusing the cache of the first
+    /// 15 with no K/V projections of their own.
+    Gemma4E2B,
+    /// Gemma-4-31B: 16 KV heads of 256 on sliding layers, 4 of 512 on full
+    /// ones, which have no V projection.
+    Gemma4_31B,
 }
 
 impl Model {
     /// Every model.
-    pub const ALL: [Model; 18] = [
+    pub const ALL: [Model; 20] = [
         Model::DeepSeekV2Lite2024,
         Model::DeepSeekV2Lite,
         Model::Llama4Scout,
@@ -103,6 +115,8 @@ impl Model {
         Model::Qwen35_9B,
         Model::Qwen35Moe35BA3B,
         Model::Lfm2_1_2B,
+        Model::Gemma4E2B,
+        Model::Gemma4_31B,
     ];
 
     /// Short name, e.g. `deepseek2-lite-2024`.
@@ -127,6 +141,8 @@ impl Model {
             Model::Qwen35_9B => "qwen35-9b",
             Model::Qwen35Moe35BA3B => "qwen35moe-35b-a3b",
             Model::Lfm2_1_2B => "lfm2-1.2b",
+            Model::Gemma4E2B => "gemma4-e2b",
+            Model::Gemma4_31B => "gemma4-31b",
         }
     }
 
@@ -165,6 +181,8 @@ impl Model {
             Model::Qwen35_9B => hybrid::qwen35_9b(),
             Model::Qwen35Moe35BA3B => hybrid::qwen35moe_35b_a3b(),
             Model::Lfm2_1_2B => lfm2::lfm2_1_2b(),
+            Model::Gemma4E2B => gemma4::gemma4_e2b(),
+            Model::Gemma4_31B => gemma4::gemma4_31b(),
         }
     }
 
