@@ -470,13 +470,11 @@ fn compute_parts(p: &ModelProfile, ctx: &Context) -> Compute {
     if let Some(swa) = &p.swa {
         masks += f(ctx.swa_cells(swa.window)) * t * mask_elem;
     }
-    let max_kv = f(u64::from(p.n_head_kv.iter().copied().max().unwrap_or(0)));
     // The V cache's row indices; without flash attention V is stored
-    // transposed and indexed per element. A sliding-window model has two
-    // caches, each with its own indices.
-    let caches = if p.swa.is_some() { 2.0 } else { 1.0 };
-    // The widest V row of a cache: Gemma 4's sliding and full layers differ
-    // in head size and KV heads.
+    // transposed and indexed per element, as wide as the cache's widest V
+    // row (Gemma 4's sliding and full layers differ in head size and KV
+    // heads). A sliding-window model has two caches, each with its own
+    // indices.
     let v_row = |swa: bool| {
         let head = if swa { p.head_dim_v_swa } else { p.head_dim_v };
         (0..p.n_head_kv.len())
@@ -484,13 +482,21 @@ fn compute_parts(p: &ModelProfile, ctx: &Context) -> Compute {
             .map(|il| f(u64::from(p.n_head_kv[il])) * f(u64::from(head)))
             .fold(0.0, f64::max)
     };
-    let v_idxs = if ctx.flash_attn {
-        caches * t * 8.0
-    } else if p.swa.is_some() {
-        t * (v_row(false) + v_row(true)) * 8.0
+    let caches: &[bool] = if p.swa.is_some() {
+        &[false, true]
     } else {
-        t * f(u64::from(p.head_dim_v)) * max_kv * 8.0
+        &[false]
     };
+    let v_idxs: f64 = caches
+        .iter()
+        .map(|&swa| {
+            if ctx.flash_attn {
+                t * 8.0
+            } else {
+                t * v_row(swa) * 8.0
+            }
+        })
+        .sum();
     let inputs = 2.0 * et4 + masks + v_idxs + t * 36.0;
 
     let n_head = f(u64::from(p.n_head.iter().copied().max().unwrap_or(0)));
