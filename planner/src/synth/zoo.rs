@@ -1,16 +1,14 @@
 //! Real-shaped headers of the architectures whose memory rules differ from a
-//! plain transformer's: latent attention in both of DeepSeek's file layouts,
-//! chunked attention (Llama 4), hybrid recurrent models (Qwen3-Next's and
-//! Qwen3.5's gated delta-nets, Granite 4's Mamba-2), multi-token-prediction blocks (Qwen3-Next,
-//! GLM-4.5), attention sinks with a sliding window (gpt-oss), MoE shapes
-//! with few and with many experts, the dense layouts of Qwen2, Qwen3,
-//! Gemma 2, GLM-4 and Phi-3, and Gemma 3n (per-layer token embeddings, AltUp
-//! streams, layers that reuse an earlier layer's KV cache), and LFM2 (short
-//! convolutions with a two-token state between attention layers).
-//! Gemma 2, GLM-4 and Phi-3, Gemma 3n (per-layer token embeddings, AltUp
-//! streams, layers that reuse an earlier layer's KV cache) and Gemma 4
-//! (per-layer embeddings and shared KV layers in E2B, different head sizes
-//! and KV head counts on sliding and full layers).
+//! plain transformer's: latent attention in both of DeepSeek's file layouts
+//! and with a compressed query (GLM-4.7-Flash), chunked attention (Llama 4),
+//! hybrid recurrent models (Qwen3-Next's and Qwen3.5's gated delta-nets,
+//! Granite 4's Mamba-2, LFM2's short convolutions), multi-token-prediction
+//! blocks (Qwen3-Next, Qwen3.5, GLM-4.5), attention sinks with a sliding
+//! window (gpt-oss), MoE shapes with few and with many experts, the dense
+//! layouts of Qwen2, Qwen3, Gemma 2, GLM-4 and Phi-3, Gemma 3n (per-layer
+//! token embeddings, AltUp streams, layers that reuse an earlier layer's KV
+//! cache) and Gemma 4 (per-layer embeddings and shared KV layers in E2B,
+//! different head sizes and KV head counts on sliding and full layers).
 //!
 //! Why: each of these is a rule of llama.cpp's loader or KV cache that a plain
 //! shape ([`super::Shape`]) does not exercise, and the planner must be held to
