@@ -737,33 +737,25 @@ fn from_llama_cpp_log(excerpt: &str) -> Stated {
             s.insert(ours, v.into());
         }
     }
-    // Keys the zoo's GLM-4.5 and Llama 4 layouts read, from the header only.
+    // Keys only the zoo's layouts read (GLM-4.5, Llama 4, latent attention
+    // with a compressed query, the recurrent hybrids), from the header only.
     for (ours, kv_key) in [
         ("rope_dimension_count", "rope.dimension_count"),
         ("nextn_predict_layers", "nextn_predict_layers"),
         ("interleave_moe_layer_step", "interleave_moe_layer_step"),
         ("q_lora_rank", "attention.q_lora_rank"),
+        ("full_attention_interval", "full_attention_interval"),
+        ("ssm_conv_kernel", "ssm.conv_kernel"),
+        ("ssm_state_size", "ssm.state_size"),
+        ("ssm_group_count", "ssm.group_count"),
+        ("ssm_time_step_rank", "ssm.time_step_rank"),
+        (
+            "expert_shared_feed_forward_length",
+            "expert_shared_feed_forward_length",
+        ),
     ] {
         if let Some(v) = k(kv_key) {
             s.insert(ours, v.into());
-        }
-    }
-    // The gated delta-net hybrids' own keys, from the header dump only.
-    if arch.as_deref().is_some_and(|a| DELTA_NETS.contains(&a)) {
-        for (ours, kv_key) in [
-            ("full_attention_interval", "full_attention_interval"),
-            ("ssm_conv_kernel", "ssm.conv_kernel"),
-            ("ssm_state_size", "ssm.state_size"),
-            ("ssm_group_count", "ssm.group_count"),
-            ("ssm_time_step_rank", "ssm.time_step_rank"),
-            (
-                "expert_shared_feed_forward_length",
-                "expert_shared_feed_forward_length",
-            ),
-        ] {
-            if let Some(v) = k(kv_key) {
-                s.insert(ours, v.into());
-            }
         }
     }
     if !s.contains_key("vocab_size")
