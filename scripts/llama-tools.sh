@@ -77,8 +77,11 @@ die() { log "error: $*"; exit 1; }
 command -v python3 >/dev/null 2>&1 || die "python3 is needed (pip fetches the tool sources)"
 
 # --- The llama-cpp-sys-2 build to link against --------------------------------
-# A CPU-only build (no CUDA/Vulkan/Metal libraries to link), the newest one when
-# several feature sets were built.
+# The build headroom links by default (CPU, RPC and Vulkan; or CPU and RPC
+# only with --no-default-features), the newest one when several feature sets
+# were built; never one with CUDA, Metal, HIP or SYCL, whose libraries this
+# script does not link. The tools then start llama.cpp's backends exactly as
+# headroom does (Vulkan's start costs memory even when no device is used).
 find_sys_out() {
   if [ -n "${LLAMA_SYS_OUT:-}" ]; then
     echo "$LLAMA_SYS_OUT"
@@ -87,7 +90,7 @@ find_sys_out() {
   local best="" best_t=0 d t
   for d in "$target_dir"/release/build/llama-cpp-sys-2-*/out; do
     [ -f "$d/lib/libllama.a" ] && [ -f "$d/build/compile_commands.json" ] || continue
-    if grep -Eq '^GGML_(CUDA|VULKAN|METAL|HIP|SYCL):BOOL=ON' "$d/build/CMakeCache.txt"; then
+    if grep -Eq '^GGML_(CUDA|METAL|HIP|SYCL):BOOL=ON' "$d/build/CMakeCache.txt"; then
       continue
     fi
     t=$(stat -c %Y "$d/lib/libllama.a")
@@ -97,7 +100,7 @@ find_sys_out() {
 }
 sys_out="$(find_sys_out)"
 [ -n "$sys_out" ] && [ -f "$sys_out/lib/libllama.a" ] ||
-  die "no CPU-only llama-cpp-sys-2 build under $target_dir/release/build (run \`cargo build --release -p headroom\` first, or set LLAMA_SYS_OUT)"
+  die "no CPU or Vulkan llama-cpp-sys-2 build under $target_dir/release/build (run \`cargo build --release -p headroom\` first, or set LLAMA_SYS_OUT)"
 build="$sys_out/build"
 
 libs=(
@@ -108,6 +111,7 @@ libs=(
   "$sys_out/lib/libllama.a"
   "$sys_out/lib/libggml.a"
   "$sys_out/lib/libggml-rpc.a"
+  "$sys_out/lib/libggml-vulkan.a"
   "$sys_out/lib/libggml-cpu.a"
   "$sys_out/lib/libggml-base.a"
 )
@@ -159,6 +163,10 @@ ldflags=()
 if grep -q '^GGML_OPENMP_ENABLED:INTERNAL=ON' "$cache"; then ldflags+=(-fopenmp); fi
 if grep -q '^LLAMA_OPENSSL:BOOL=ON' "$cache" && grep -q '^OPENSSL_SSL_LIBRARY:FILEPATH=/' "$cache"; then
   ldflags+=(-lssl -lcrypto)
+fi
+if grep -q '^GGML_VULKAN:BOOL=ON' "$cache"; then
+  [ -f "$sys_out/lib/libggml-vulkan.a" ] || die "$sys_out was configured with Vulkan but has no libggml-vulkan.a"
+  ldflags+=(-lvulkan)
 fi
 ldflags+=(-lpthread -ldl -lm)
 
