@@ -14,6 +14,7 @@
 
 use crate::arch;
 use crate::gguf::GgmlType;
+use crate::hw::LlamaDevice;
 use crate::plan::{BufferUse, DeviceKind, DeviceUse, FlashAttn, FrontEnd, Settings};
 use crate::profile::{ModelProfile, Tensor};
 
@@ -356,7 +357,80 @@ pub struct GpuSpec {
     /// The free memory the device reports to llama.cpp, which splits
     /// offloaded layers between devices in proportion to it.
     pub split_bytes: u64,
+    /// The device as llama.cpp's registry listed it (its backend, buffer
+    /// names, whether its memory is RAM); `None`: a GPU known from a driver
+    /// library, a profile or `--gpu`, planned with CUDA's rules.
+    pub llama: Option<LlamaDevice>,
 }
+
+/// The llama.cpp backend whose rules apply to a GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// CUDA (and ROCm, built from the same sources): the default for a GPU
+    /// not read from the registry.
+    Cuda,
+    /// Vulkan (`ggml-vulkan`).
+    Vulkan,
+    /// An RPC worker.
+    Rpc,
+}
+
+impl GpuSpec {
+    /// The backend whose rules apply.
+    #[must_use]
+    pub fn backend(&self) -> Backend {
+        if self.kind == DeviceKind::Rpc {
+            return Backend::Rpc;
+        }
+        match self.llama.as_ref().map(|l| l.backend.as_str()) {
+            Some("Vulkan") => Backend::Vulkan,
+            _ => Backend::Cuda,
+        }
+    }
+
+    /// The name of the device's buffers in llama.cpp's breakdown: the
+    /// registry's name (`Vulkan0`), a worker's `RPC<n>[HOST:PORT]`, else
+    /// `CUDA<g>` for the `g`-th GPU.
+    #[must_use]
+    pub fn buffer_name(&self, g: usize) -> String {
+        match (&self.llama, self.kind) {
+            (_, DeviceKind::Rpc) => self.name.clone(),
+            (Some(l), _) => l.name.clone(),
+            (None, _) => format!("CUDA{g}"),
+        }
+    }
+
+    /// Whether what is placed here is this machine's RAM too.
+    #[must_use]
+    pub fn host_memory(&self) -> bool {
+        self.kind == DeviceKind::Unified || self.llama.as_ref().is_some_and(|l| l.host_memory)
+    }
+
+    /// Bytes a weight tensor takes in this device's buffer: CUDA pads a
+    /// quantized row count to 512 and every tensor to 128 bytes (RPC
+    /// workers are held to the same); Vulkan allocates `ggml_nbytes`
+    /// aligned to the device's storage-buffer offset alignment (16 bytes on
+    /// lavapipe; 256 taken as the most any device asks).
+    fn alloc_bytes(&self, t: &Tensor) -> u64 {
+        match self.backend() {
+            Backend::Vulkan => pad(t.bytes, VULKAN_ALIGN),
+            Backend::Cuda | Backend::Rpc => cuda_alloc_bytes(t),
+        }
+    }
+
+    /// Whether the device takes a weight of this size. Vulkan refuses a
+    /// tensor above its largest storage buffer (`supports_op`), and
+    /// llama.cpp then keeps it on the CPU.
+    fn takes(&self, t: &Tensor) -> bool {
+        self.llama
+            .as_ref()
+            .and_then(|l| l.max_tensor_bytes)
+            .is_none_or(|max| t.bytes <= max)
+    }
+}
+
+/// The alignment assumed for a tensor in a Vulkan buffer.
+const VULKAN_ALIGN: u64 = 256;
 
 /// The machine, reduced to what the memory model needs.
 #[derive(Debug, Clone, PartialEq)]
@@ -371,6 +445,9 @@ pub struct MachineSpec {
     pub alloc_limit_bytes: Option<u64>,
     /// CPU threads the runner will use.
     pub threads: u32,
+    /// Resident bytes the build's backends take once initialised, as
+    /// measured on this machine ([`crate::hw::RamInfo::runtime_bytes`]).
+    pub runtime_bytes: u64,
 }
 
 /// Constants that are ours, not llama.cpp's: documented estimates.
@@ -391,6 +468,11 @@ pub mod overhead {
     /// GPU memory a CUDA context and cuBLAS workspace take before any buffer:
     /// an estimate (typically 300–500 MiB on recent GPUs).
     pub const CUDA_CONTEXT: u64 = 400 * MIB;
+    /// Device memory a Vulkan device takes beyond llama.cpp's buffers: the
+    /// scratch buffers (`prealloc_x/y/split_k`) and staging buffers it
+    /// allocates lazily at the first decode, outside
+    /// `llama_get_memory_breakdown`. An estimate until measured.
+    pub const VULKAN_CONTEXT: u64 = 128 * MIB;
     /// Overhead of a unified-memory GPU backend (Metal, APU): estimate.
     pub const UNIFIED_CONTEXT: u64 = 64 * MIB;
     /// Address space a process maps beyond its buffers (libraries, heap arenas,
@@ -639,6 +721,15 @@ impl Layout {
             && m.gpus
                 .iter()
                 .all(|g| matches!(g.kind, DeviceKind::Gpu | DeviceKind::Rpc));
+        // A device that refuses the output matrix (larger than its largest
+        // tensor) leaves it on the CPU, and the logits are computed there.
+        let out_matrix = p.output.as_ref().or(p.token_embd.as_ref());
+        let out_dev = out_dev.filter(|&g| {
+            m.gpus
+                .get(g)
+                .zip(out_matrix)
+                .is_none_or(|(spec, t)| spec.takes(t))
+        });
         Self {
             n_gpu,
             uses_gpu: n_gpu > 0 && placement.n_gpu_layers > 0,
@@ -711,8 +802,8 @@ fn place_weights(
     let mut place = |t: &Tensor, dev: Option<usize>, active_share: f64| {
         let active = (t.bytes as f64 * active_share) as u64;
         match dev {
-            Some(g) if g < n_gpu => {
-                w.gpu[g] = sum([w.gpu[g], cuda_alloc_bytes(t)]);
+            Some(g) if g < n_gpu && m.gpus[g].takes(t) => {
+                w.gpu[g] = sum([w.gpu[g], m.gpus[g].alloc_bytes(t)]);
                 w.gpu_active[g] = sum([w.gpu_active[g], active]);
             }
             _ => {
@@ -767,8 +858,9 @@ fn place_weights(
         // A tied output on the GPU: llama.cpp loads a GPU copy of the embedding for the logits.
         if let Some(t) = &p.token_embd
             && let Some(g) = out_dev
+            && m.gpus.get(g).is_some_and(|spec| spec.takes(t))
         {
-            w.gpu[g] = sum([w.gpu[g], cuda_alloc_bytes(t)]);
+            w.gpu[g] = sum([w.gpu[g], m.gpus[g].alloc_bytes(t)]);
             w.gpu_active[g] = sum([w.gpu_active[g], t.bytes]);
             w.cpu_active -= t.bytes.min(w.cpu_active);
         }
@@ -977,9 +1069,10 @@ fn residency(
     } = b;
     let mapped = w.mapped_bytes(settings.mmap);
     let vocab_overhead = product([p.n_vocab, overhead::PER_TOKEN]);
-    // The CUDA runtime's host side: only a local GPU brings it (an RPC
-    // worker's runtime lives in the worker).
-    let local_gpu = m.gpus.iter().any(|g| g.kind != DeviceKind::Rpc);
+    // The CUDA runtime's host side: only a local CUDA GPU brings it (an RPC
+    // worker's runtime lives in the worker; Vulkan's is this build's
+    // backend initialisation, which every plan of this machine counts).
+    let local_gpu = m.gpus.iter().any(|g| g.backend() == Backend::Cuda);
     let cuda_host = if lay.uses_gpu && local_gpu {
         overhead::CUDA_HOST
     } else {
@@ -989,7 +1082,13 @@ fn residency(
         FrontEnd::Cli => (0, 0),
         FrontEnd::Server => (overhead::SERVER, overhead::SERVER_THREADS),
     };
-    let base = sum([overhead::CPU_BASE, vocab_overhead, cuda_host, server]);
+    let base = sum([
+        overhead::CPU_BASE,
+        vocab_overhead,
+        cuda_host,
+        server,
+        m.runtime_bytes,
+    ]);
     let cpu_plain_anon = if settings.mmap { 0 } else { w.cpu_plain };
     let anonymous = sum([
         w.cpu_repack,
@@ -1046,6 +1145,11 @@ fn device_uses(
     // when it has one (`llama-context.cpp`); RPC devices come first in
     // llama.cpp's list and have none, so with a worker it is plain "CPU".
     let pinned = uses_gpu && m.gpus.first().is_some_and(|g| g.kind != DeviceKind::Rpc);
+    let host_buffer = m
+        .gpus
+        .first()
+        .and_then(|g| g.llama.as_ref())
+        .map_or_else(|| "CUDA_Host".to_string(), LlamaDevice::host_buffer);
     let margin_ram = settings
         .margin_bytes
         .unwrap_or_else(|| (m.ram_budget_bytes / 20).max(overhead::RAM_MARGIN_MIN));
@@ -1058,7 +1162,7 @@ fn device_uses(
     }];
     if pinned {
         cpu_buffers.push(BufferUse {
-            name: "CUDA_Host".into(),
+            name: host_buffer,
             model_bytes: 0,
             context_bytes: 0,
             compute_bytes: c.cpu,
@@ -1088,12 +1192,13 @@ fn device_uses(
         buffers: cpu_buffers,
     });
     for (g, spec) in m.gpus.iter().enumerate() {
-        let overhead = match spec.kind {
-            DeviceKind::Unified => overhead::UNIFIED_CONTEXT,
+        let overhead = match (spec.kind, spec.backend()) {
+            (DeviceKind::Unified, _) => overhead::UNIFIED_CONTEXT,
             // The worker's backend context is in the worker, not here; what
             // it allocates is exactly its buffers.
-            DeviceKind::Rpc => 0,
-            _ => overhead::CUDA_CONTEXT,
+            (DeviceKind::Rpc, _) | (_, Backend::Rpc) => 0,
+            (_, Backend::Vulkan) => overhead::VULKAN_CONTEXT,
+            (_, Backend::Cuda) => overhead::CUDA_CONTEXT,
         };
         let used = sum([w.gpu[g], kv.gpu[g], c.gpu[g]]);
         // A GPU the plan leaves empty is never initialised: no context, no margin.
@@ -1117,13 +1222,7 @@ fn device_uses(
             total_bytes: sum([used, overhead, margin]),
             n_layers: lay.layers_gpu.get(g).copied().unwrap_or(0),
             buffers: vec![BufferUse {
-                // llama.cpp names a worker's buffers `RPC<n>[HOST:PORT]`,
-                // which is the device's name here.
-                name: if spec.kind == DeviceKind::Rpc {
-                    spec.name.clone()
-                } else {
-                    format!("CUDA{g}")
-                },
+                name: spec.buffer_name(g),
                 model_bytes: w.gpu[g],
                 context_bytes: kv.gpu[g],
                 compute_bytes: c.gpu[g],

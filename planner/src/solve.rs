@@ -87,6 +87,7 @@ fn machine(hw: &HardwareSnapshot, build: Build) -> Machine {
             kind,
             budget_bytes: g.plan_budget_bytes(),
             split_bytes: g.free_bytes,
+            llama: g.llama.clone(),
         });
         let (bandwidth, source) = g.planned_bandwidth();
         sources.push((bandwidth, source, g.fp16_flops_per_s));
@@ -111,6 +112,7 @@ fn machine(hw: &HardwareSnapshot, build: Build) -> Machine {
             kind: DeviceKind::Unified,
             budget_bytes: u.gpu_limit_bytes.min(resident),
             split_bytes: u.gpu_limit_bytes.min(resident),
+            llama: g.and_then(|g| g.llama.clone()),
         });
         // An integrated GPU of unknown model reads the same RAM as the CPU.
         let (bandwidth, source) = g
@@ -141,6 +143,7 @@ fn machine(hw: &HardwareSnapshot, build: Build) -> Machine {
             ram_budget_bytes: resident,
             alloc_limit_bytes: alloc_limit,
             threads,
+            runtime_bytes: ram.runtime_bytes.unwrap_or(0),
         },
         cpu: speed::cpu_throughput(
             ram.bandwidth_bytes_per_s,
@@ -175,11 +178,12 @@ fn ram_need(e: &Estimate) -> u64 {
 /// Whether an estimate fits every budget.
 fn fits(e: &Estimate, m: &Machine) -> bool {
     let mut ram_need = ram_need(e);
-    for d in &e.devices[1..] {
+    for (i, d) in e.devices[1..].iter().enumerate() {
         if exceeds(d.total_bytes, d.budget_bytes) {
             return false;
         }
-        if m.unified && d.kind == DeviceKind::Unified {
+        let host_memory = m.spec.gpus.get(i).is_some_and(GpuSpec::host_memory);
+        if (m.unified && d.kind == DeviceKind::Unified) || host_memory {
             // One pool: the GPU's allocations come out of the same RAM.
             ram_need = sum([ram_need, d.total_bytes]);
         }

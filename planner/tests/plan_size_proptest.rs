@@ -292,12 +292,14 @@ fn machine() -> impl Strategy<Value = MachineSpec> {
                     kind: DeviceKind::Gpu,
                     budget_bytes,
                     split_bytes: budget_bytes,
+                    llama: None,
                 })
                 .collect(),
             repack: RepackRules::for_cpu("x86_64", &["avx2".to_string()]),
             ram_budget_bytes: ram,
             alloc_limit_bytes: limit,
             threads,
+            runtime_bytes: 0,
         })
 }
 

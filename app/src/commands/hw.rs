@@ -88,6 +88,13 @@ pub fn run(args: &HwArgs, machine: &MachineArgs) -> Result<ExitCode> {
     if hw.gpus.is_empty() {
         writeln!(out, "GPU      none")?;
     }
+    if let Some(r) = hw.ram.runtime_bytes {
+        writeln!(
+            out,
+            "runtime  llama.cpp's backends took {} of RAM to start (measured; plans count it)",
+            format_size(r)
+        )?;
+    }
     for g in &hw.gpus {
         let (b, source) = g.planned_bandwidth();
         if g.vendor == GpuVendor::Rpc {
@@ -119,9 +126,26 @@ pub fn run(args: &HwArgs, machine: &MachineArgs) -> Result<ExitCode> {
             ),
             _ => format!(", {:.0} GB/s ({})", b / 1e9, source.as_words()),
         };
+        // The registry's device: its llama.cpp name, and whether what is
+        // placed on it is this machine's RAM.
+        let dev = g.llama.as_ref().map_or_else(String::new, |l| {
+            format!(
+                " [{}{}{}]",
+                l.name,
+                if l.host_memory {
+                    ", its memory is this machine's RAM"
+                } else {
+                    ""
+                },
+                l.max_tensor_bytes.map_or_else(String::new, |m| format!(
+                    ", tensors up to {}",
+                    format_size(m)
+                ))
+            )
+        });
         writeln!(
             out,
-            "GPU{}     {} ({:?}): {} free of {}{bw}",
+            "GPU{}     {} ({:?}){dev}: {} free of {}{bw}",
             g.index,
             g.name,
             g.vendor,
@@ -140,7 +164,9 @@ pub fn run(args: &HwArgs, machine: &MachineArgs) -> Result<ExitCode> {
     writeln!(
         out,
         "build    {}",
-        if crate::llama::gpu_build() {
+        if cfg!(feature = "vulkan") {
+            "Vulkan, CPU, RPC workers (--rpc)"
+        } else if crate::llama::gpu_build() {
             "GPU backends available, RPC workers (--rpc)"
         } else {
             "CPU, RPC workers (--rpc)"

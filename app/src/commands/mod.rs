@@ -87,6 +87,16 @@ pub fn hardware(machine: &MachineArgs) -> Result<HardwareSnapshot> {
                 measure_bandwidth: true,
                 cache_dir: crate::files::cache_dir().ok(),
             });
+            if crate::llama::gpu_build() {
+                // The GPUs a load in this build will use are the ones
+                // llama.cpp's registry lists; reading it starts the backends,
+                // whose resident cost every plan here then counts.
+                hw = phw::use_registry_devices(hw, &crate::llama::devices::registry());
+                hw.ram.runtime_bytes = Some(crate::llama::devices::runtime_bytes());
+                if let Some(why) = crate::llama::devices::none_reason() {
+                    hw.notes.push(format!("no GPU: {why}"));
+                }
+            }
             // This machine's CPU: earlier runs here calibrate its speed
             // (`--gpu` drops the factors when it names another host).
             hw.ram.speed_calibration = crate::files::data_dir()

@@ -6,12 +6,15 @@
 //! * [`params`], [`usage`], [`error`]: its inputs, outputs and failures.
 //! * [`quant`]: llama.cpp's quantization type choices, to check synthetic models.
 //! * [`backend`]: the one process-wide llama.cpp backend handle.
+//! * [`devices`]: the GPUs of llama.cpp's backend registry, and what starting
+//!   the backends cost.
 //! * [`log`]: llama.cpp's last error lines, for messages about failed loads,
 //!   and why the shim's own log captures cannot cross threads.
 //! * [`vocab`]: tokenizing through the shim, so a tokenizer that throws is an error.
 
 pub mod accounting;
 pub mod backend;
+pub mod devices;
 pub mod error;
 mod ffi;
 pub mod log;

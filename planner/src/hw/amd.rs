@@ -70,6 +70,7 @@ impl AmdCard {
             fp16_flops_per_s: None,
             uuid: None,
             budget_bytes: None,
+            llama: None,
         };
         (gpu, unified)
     }

@@ -35,6 +35,7 @@ pub mod gpus;
 pub mod nvidia;
 mod overrides;
 mod profile;
+pub mod registry;
 pub mod rlimit;
 mod size;
 mod types;
@@ -45,12 +46,14 @@ pub use overrides::{Overrides, RpcDevice, add_rpc_devices, apply_named_gpus, app
 pub use profile::{
     DEFAULT_PROFILE_CORES, DEFAULT_PROFILE_RAM_BYTES, load_profile, parse_profile, to_profile_toml,
 };
+pub use registry::{RegistryDevice, is_software_device, use_registry_devices};
 pub use size::{format_size, parse_size};
 pub use types::{
     BandwidthSource, CgroupMemory, CpuInfo, DEFAULT_GPU_BANDWIDTH_BYTES_PER_S,
-    DEFAULT_RAM_BANDWIDTH_BYTES_PER_S, GpuInfo, GpuVendor, HardwareSnapshot, Host, ProbeOptions,
-    RamInfo, Source, TYPICAL_DESKTOP_CHANNELS, TYPICAL_DESKTOP_CORES, TYPICAL_DESKTOP_MT_S,
-    TYPICAL_DESKTOP_RAM_BANDWIDTH_BYTES_PER_S, TYPICAL_DESKTOP_STREAM_FRACTION, UnifiedMemory,
+    DEFAULT_RAM_BANDWIDTH_BYTES_PER_S, GpuInfo, GpuVendor, HardwareSnapshot, Host, LlamaDevice,
+    ProbeOptions, RamInfo, Source, TYPICAL_DESKTOP_CHANNELS, TYPICAL_DESKTOP_CORES,
+    TYPICAL_DESKTOP_MT_S, TYPICAL_DESKTOP_RAM_BANDWIDTH_BYTES_PER_S,
+    TYPICAL_DESKTOP_STREAM_FRACTION, UnifiedMemory,
 };
 
 /// Reads this machine. Never fails: unreadable parts get safe values
@@ -77,6 +80,7 @@ pub fn probe(opts: &ProbeOptions) -> HardwareSnapshot {
         bandwidth_measured: false,
         speed_calibration: None,
         cpu_barrier_s: None,
+        runtime_bytes: None,
     };
 
     let cpu = cpu::probe(&mut notes);

@@ -207,6 +207,7 @@ pub fn probe(notes: &mut Vec<String>) -> Vec<GpuInfo> {
             fp16_flops_per_s: None,
             uuid: device.uuid().ok(),
             budget_bytes: None,
+            llama: None,
         });
     }
     let order_note =
@@ -236,6 +237,7 @@ fn placeholder(index: u32) -> GpuInfo {
         fp16_flops_per_s: None,
         uuid: None,
         budget_bytes: None,
+        llama: None,
     }
 }
 
@@ -306,6 +308,7 @@ mod tests {
             fp16_flops_per_s: None,
             uuid: Some(uuid.into()),
             budget_bytes: None,
+            llama: None,
         }
     }
 

@@ -153,6 +153,7 @@ fn synthetic_gpus(sizes: &[u64]) -> Vec<GpuInfo> {
             fp16_flops_per_s: None,
             uuid: None,
             budget_bytes: None,
+            llama: None,
         })
         .collect()
 }
@@ -191,6 +192,7 @@ pub fn add_rpc_devices(mut s: HardwareSnapshot, devices: &[RpcDevice]) -> Hardwa
         fp16_flops_per_s: None,
         uuid: None,
         budget_bytes: d.budget_bytes,
+        llama: None,
     });
     s.gpus = rpc.chain(std::mem::take(&mut s.gpus)).collect();
     s
@@ -346,6 +348,7 @@ fn set_host(s: &mut HardwareSnapshot, host: Host, bandwidth: f64, cpu: CpuInfo) 
     s.ram.bandwidth_measured = false;
     s.ram.speed_calibration = None;
     s.ram.cpu_barrier_s = None;
+    s.ram.runtime_bytes = None;
     s.cpu = cpu;
 }
 
@@ -395,6 +398,7 @@ fn named_gpu(i: usize, c: &NamedGpu, bytes: u64) -> GpuInfo {
         fp16_flops_per_s: Some(c.gpu.fp16_flops_per_s()),
         uuid: None,
         budget_bytes: None,
+        llama: None,
     }
 }
 

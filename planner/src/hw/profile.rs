@@ -303,6 +303,7 @@ fn build(file: ProfileFile, path: &Path) -> Result<HardwareSnapshot, String> {
         bandwidth_measured: bandwidth.is_some(),
         speed_calibration: None,
         cpu_barrier_s: None,
+        runtime_bytes: None,
     };
 
     let cpu_s = file.cpu.unwrap_or_default();
@@ -356,6 +357,7 @@ fn build(file: ProfileFile, path: &Path) -> Result<HardwareSnapshot, String> {
             fp16_flops_per_s: None,
             uuid: g.uuid,
             budget_bytes: None,
+            llama: None,
         });
     }
 
@@ -386,6 +388,7 @@ fn build(file: ProfileFile, path: &Path) -> Result<HardwareSnapshot, String> {
                     fp16_flops_per_s: None,
                     uuid: None,
                     budget_bytes: None,
+                    llama: None,
                 });
             }
             Some(UnifiedMemory {

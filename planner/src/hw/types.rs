@@ -166,6 +166,13 @@ pub struct RamInfo {
     /// another machine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_barrier_s: Option<f64>,
+    /// Resident bytes this process gained when llama.cpp's backends were
+    /// initialised, measured when the app read the backend registry on this
+    /// machine (a Vulkan build loads the Vulkan loader and every installed
+    /// driver, used or not). Plans count it in the CPU's overhead. `None`
+    /// when not measured or for another machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_bytes: Option<u64>,
 }
 
 /// A memory cgroup's limit and usage.
@@ -300,6 +307,44 @@ pub struct GpuInfo {
     /// `free_bytes`, so the two are kept apart.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget_bytes: Option<u64>,
+    /// The device as llama.cpp's backend registry lists it, when this
+    /// build's registry was read (the probe of this machine in a GPU build);
+    /// `None` for GPUs from a driver library alone, a hardware profile or
+    /// `--gpu`, which plans take to run on the vendor's usual backend
+    /// (CUDA for NVIDIA).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llama: Option<LlamaDevice>,
+}
+
+/// A device of llama.cpp's backend registry (`ggml_backend_dev_*`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LlamaDevice {
+    /// The backend (`Vulkan`, `CUDA`, `Metal`, `ROCm`…).
+    pub backend: String,
+    /// llama.cpp's device name, which is also its buffers' name in the
+    /// memory breakdown (`Vulkan0`, `CUDA1`).
+    pub name: String,
+    /// What the backend calls it (`NVIDIA GeForce RTX 4090`,
+    /// `llvmpipe (LLVM 15.0.6, 256 bits)`).
+    pub description: String,
+    /// The device's memory is this machine's RAM: an integrated GPU, or a
+    /// CPU-type Vulkan device such as Mesa's lavapipe. What a plan puts on
+    /// it is RAM gone too.
+    pub host_memory: bool,
+    /// The largest tensor the device accepts, when it has a limit below
+    /// its memory (Vulkan without 64-bit indexing: `maxStorageBufferRange`,
+    /// 128 MiB on lavapipe); llama.cpp keeps a larger weight on the CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tensor_bytes: Option<u64>,
+}
+
+impl LlamaDevice {
+    /// The backend's pinned host buffer type (`Vulkan_Host`, `CUDA_Host`),
+    /// which holds the CPU's compute buffer once a layer is offloaded.
+    #[must_use]
+    pub fn host_buffer(&self) -> String {
+        format!("{}_Host", self.backend)
+    }
 }
 
 /// Where a GPU's bandwidth figure came from.
@@ -403,6 +448,7 @@ mod tests {
             bandwidth_measured: false,
             speed_calibration: None,
             cpu_barrier_s: None,
+            runtime_bytes: None,
         }
     }
 

@@ -92,6 +92,7 @@ pub fn apple_gpu(
         fp16_flops_per_s: None,
         uuid: None,
         budget_bytes: None,
+        llama: None,
     };
     gpu.fill_from_table(ram_total);
     (

@@ -279,6 +279,7 @@ fn gpu(name: &str, budget_bytes: u64) -> GpuSpec {
         kind: DeviceKind::Gpu,
         budget_bytes,
         split_bytes: budget_bytes,
+        llama: None,
     }
 }
 
@@ -289,6 +290,7 @@ fn machine_with(gpus: Vec<GpuSpec>, repack: RepackRules) -> MachineSpec {
         ram_budget_bytes: 64 << 30,
         alloc_limit_bytes: None,
         threads: 8,
+        runtime_bytes: 0,
     }
 }
 

@@ -129,6 +129,7 @@ fn planned(r: &Recorded, c: &Case) -> ([u64; 2], u64, u64) {
         ram_budget_bytes: 512 << 30,
         alloc_limit_bytes: None,
         threads: 8,
+        runtime_bytes: 0,
     };
     let pl = Placement::cpu_only();
     let ctx = Context::resolve(&c.settings, c.settings.n_ctx.unwrap_or(4096));

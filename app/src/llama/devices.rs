@@ -1,0 +1,156 @@
+//! This build's GPU devices as llama.cpp's backend registry lists them
+//! (`ggml_backend_dev_*`): the devices a load in this process will use, with
+//! the memory each backend reports.
+//!
+//! Reading the registry initialises every backend of the build. For Vulkan
+//! that loads the Vulkan loader and every installed driver (Mesa's lavapipe
+//! brings LLVM), which costs resident memory whether or not a device is
+//! used: [`runtime_bytes`] measures it here, so plans count it.
+//!
+//! ggml's Vulkan backend never picks a CPU-type device (lavapipe) by itself;
+//! `GGML_VK_VISIBLE_DEVICES` must name it. [`none_reason`] says so when the
+//! registry has no GPU.
+
+use std::ffi::c_void;
+use std::sync::OnceLock;
+
+use headroom_planner::hw::{LlamaDevice, RegistryDevice, is_software_device};
+use llama_cpp_2::{LlamaBackendDeviceType, list_llama_ggml_backend_devices};
+use llama_cpp_sys_2 as sys;
+
+/// What reading the registry found, once per process.
+struct Registry {
+    devices: Vec<RegistryDevice>,
+    /// Resident bytes the process gained while the backends initialised.
+    runtime_bytes: u64,
+}
+
+static REGISTRY: OnceLock<Registry> = OnceLock::new();
+
+fn read() -> &'static Registry {
+    REGISTRY.get_or_init(|| {
+        let before = rss_bytes();
+        super::backend::shared();
+        let listed = list_llama_ggml_backend_devices();
+        let after = rss_bytes();
+        let devices = listed
+            .iter()
+            .filter(|d| {
+                matches!(
+                    d.device_type,
+                    LlamaBackendDeviceType::Gpu | LlamaBackendDeviceType::IntegratedGpu
+                ) && d.backend != "RPC"
+            })
+            .map(|d| RegistryDevice {
+                device: LlamaDevice {
+                    backend: d.backend.clone(),
+                    name: d.name.clone(),
+                    description: d.description.clone(),
+                    host_memory: d.device_type == LlamaBackendDeviceType::IntegratedGpu
+                        || is_software_device(&d.description),
+                    max_tensor_bytes: max_tensor_bytes(d.index, d.memory_total as u64),
+                },
+                total_bytes: d.memory_total as u64,
+                free_bytes: d.memory_free as u64,
+            })
+            .collect();
+        Registry {
+            devices,
+            runtime_bytes: after.saturating_sub(before),
+        }
+    })
+}
+
+/// The GPU-type devices of this build's registry (not the CPU, not RPC
+/// workers), in llama.cpp's order.
+#[must_use]
+pub fn registry() -> Vec<RegistryDevice> {
+    read().devices.clone()
+}
+
+/// Resident bytes this process gained when llama.cpp's backends were
+/// initialised (measured from `/proc/self/status` around the first registry
+/// read; 0 when it could not be read).
+#[must_use]
+pub fn runtime_bytes() -> u64 {
+    read().runtime_bytes
+}
+
+/// Why this build lists no GPU, in one line, when it lists none.
+#[must_use]
+pub fn none_reason() -> Option<String> {
+    if !super::gpu_build() {
+        return Some("this build has no GPU backend (built without the vulkan feature)".into());
+    }
+    if !read().devices.is_empty() {
+        return None;
+    }
+    Some(if cfg!(feature = "vulkan") {
+        "Vulkan found no GPU (a CPU-type Vulkan device such as Mesa's lavapipe is used only when \
+         GGML_VK_VISIBLE_DEVICES names it)"
+            .into()
+    } else {
+        "this build's GPU backend found no device".into()
+    })
+}
+
+/// `VmRSS` of this process, bytes (0 when unreadable).
+fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// The largest tensor device `index` accepts, asked of the device itself:
+/// its `supports_op` for an F32 addition whose operands are that size (the
+/// size test comes before the op's own checks, and is the one llama.cpp's
+/// weight placement meets). `None` when a tensor as large as the device's
+/// memory (or 4 GiB) is accepted: no limit that matters.
+fn max_tensor_bytes(index: usize, memory: u64) -> Option<u64> {
+    let top = memory.clamp(1 << 20, 4 << 30) & !3;
+    let accepts = |bytes: u64| -> bool {
+        // SAFETY: a no_alloc context holds tensor metadata only, in a buffer
+        // ggml allocates and frees; the device handle comes from the registry
+        // and lives as long as the process.
+        unsafe {
+            let params = sys::ggml_init_params {
+                mem_size: 8 * sys::ggml_tensor_overhead(),
+                mem_buffer: std::ptr::null_mut::<c_void>(),
+                no_alloc: true,
+            };
+            let ctx = sys::ggml_init(params);
+            if ctx.is_null() {
+                return true;
+            }
+            let ne = i64::try_from(bytes / 4).unwrap_or(i64::MAX);
+            let a = sys::ggml_new_tensor_1d(ctx, sys::GGML_TYPE_F32, ne);
+            let op = sys::ggml_add(ctx, a, a);
+            let dev = sys::ggml_backend_dev_get(index);
+            let ok = op.is_null() || sys::ggml_backend_dev_supports_op(dev, op);
+            sys::ggml_free(ctx);
+            ok
+        }
+    };
+    if accepts(top) {
+        return None;
+    }
+    // The largest accepted size, to 4 bytes (at most 32 probes).
+    let (mut lo, mut hi) = (4u64, top);
+    if !accepts(lo) {
+        return Some(0);
+    }
+    while hi - lo > 4 {
+        let mid = (lo + (hi - lo) / 2) & !3;
+        if accepts(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Some(lo)
+}
