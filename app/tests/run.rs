@@ -49,3 +49,5 @@ mod support;
 mod template;
 #[path = "run/usage.rs"]
 mod usage;
+#[path = "run/vulkan.rs"]
+mod vulkan;

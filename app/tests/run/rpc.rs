@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use headroom::llama::{self, AccountingParams, rpc};
 use headroom_planner::hw::{self, Overrides, ProbeOptions, RpcDevice};
-use headroom_planner::plan::{FlashAttn, Plan, Settings};
+use headroom_planner::plan::{FlashAttn, Settings};
 use headroom_planner::solve::{self, Build};
 
 use crate::accounting_cases;
@@ -51,74 +51,6 @@ fn machine_with(devices: &[rpc::Device]) -> hw::HardwareSnapshot {
         })
         .collect();
     hw::add_rpc_devices(base, &devs)
-}
-
-fn rel(a: u64, b: u64) -> f64 {
-    if b == 0 {
-        return if a == 0 { 0.0 } else { 1.0 };
-    }
-    (a as f64 - b as f64).abs() / b as f64
-}
-
-/// Per device (CPU and each worker): weights, KV, compute of the plan
-/// against llama.cpp's breakdown; returns the report line and failures.
-fn compare(label: &str, plan: &Plan, theirs: &[llama::BufferUse]) -> (String, Vec<String>) {
-    let mut fails = Vec::new();
-    let mut line = format!("{label:<44}");
-    for d in &plan.devices {
-        let mine: Vec<&str> = d.buffers.iter().map(|b| b.name.as_str()).collect();
-        let is_cpu = d.name == "CPU";
-        // llama.cpp's rows of this device: a worker's by its buffer name;
-        // the CPU's are every row in RAM.
-        let rows: Vec<&llama::BufferUse> = theirs
-            .iter()
-            .filter(|b| {
-                if is_cpu {
-                    !b.name.starts_with("RPC")
-                } else {
-                    mine.contains(&b.name.as_str())
-                }
-            })
-            .collect();
-        let (tm, tc, tk) = rows.iter().fold((0, 0, 0), |(m, c, k), b| {
-            (m + b.model, c + b.context, k + b.compute)
-        });
-        let (om, oc) = (d.weights_bytes, d.kv_bytes);
-        // The plan's compute row holds llama.cpp's compute buffers and, on
-        // the CPU, the output buffer, which llama.cpp counts as context.
-        let ok = d.buffers.iter().map(|b| b.compute_bytes).sum::<u64>();
-        let oc_all = d.buffers.iter().map(|b| b.context_bytes).sum::<u64>();
-        // Held per device: weights (the split rule, the output layer's
-        // device), KV, compute (the scheduler's buffers, pipeline
-        // parallelism's input copies included) and their total, the
-        // margin and our own runtime left out (llama.cpp counts neither).
-        let total = d.weights_bytes + d.kv_bytes + d.compute_bytes;
-        for (what, a, b, tol) in [
-            ("weights", om, tm, 0.01),
-            ("KV", oc_all.max(oc), tc, 0.02),
-            ("compute", ok, tk, 0.15),
-            ("total", total, tm + tc + tk, 0.05),
-        ] {
-            if rel(a, b) > tol {
-                fails.push(format!(
-                    "{label} {} {what}: planned {a}, llama.cpp {b} ({:.1}% off, allowed {:.0}%)",
-                    d.name,
-                    rel(a, b) * 100.0,
-                    tol * 100.0
-                ));
-            }
-        }
-        line.push_str(&format!(
-            "  {}: {}L w {:.0}M kv {:.1}M c {:.1}M/{:.1}M",
-            if is_cpu { "CPU" } else { &d.name[..4] },
-            d.n_layers,
-            om as f64 / 1048576.0,
-            oc_all.max(oc) as f64 / 1048576.0,
-            ok as f64 / 1048576.0,
-            tk as f64 / 1048576.0,
-        ));
-    }
-    (line, fails)
 }
 
 /// Two workers connected in this process; llama.cpp's `no_alloc` accounting
@@ -170,7 +102,7 @@ fn plan_per_device_matches_llama_cpp_with_two_workers() {
                         "{label} c{n_ctx} fa-{} ngl{ngl}",
                         if fa == FlashAttn::Auto { "auto" } else { "off" }
                     );
-                    let (line, fails) = compare(&tag, &plan, &theirs);
+                    let (line, fails) = accounting_cases::compare(&tag, &plan, &theirs);
                     report.push(line);
                     failures.extend(fails);
                 }

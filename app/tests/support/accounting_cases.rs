@@ -1,10 +1,13 @@
 //! The models the accounting tests load (`cli/planner_vs_llama.rs` on the
-//! CPU, `run/rpc.rs` across RPC workers): three real shapes in each type
-//! mix, written as sparse synthetic files, and the real base demo model;
-//! and the contexts each is loaded at.
+//! CPU, `run/rpc.rs` across RPC workers, `run/vulkan.rs` on a Vulkan
+//! device): three real shapes in each type mix, written as sparse synthetic
+//! files, and the real base demo model; the contexts each is loaded at; and
+//! the per-device comparison of a plan with llama.cpp's breakdown.
 
 use std::path::{Path, PathBuf};
 
+use headroom::llama;
+use headroom_planner::plan::Plan;
 use headroom_planner::synth::{self, Mix, Shape};
 
 /// One model file of the accounting tests.
@@ -48,4 +51,87 @@ pub fn contexts(n_ctx_train: u32) -> Vec<u32> {
         .into_iter()
         .filter(|&c| c <= n_ctx_train.max(4096))
         .collect()
+}
+
+#[allow(dead_code)] // the CPU-only test compares whole processes
+pub fn rel(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        return if a == 0 { 0.0 } else { 1.0 };
+    }
+    (a as f64 - b as f64).abs() / b as f64
+}
+
+/// Per device (the CPU, each worker, each GPU): weights, KV, compute of
+/// the plan against llama.cpp's breakdown; returns the report line and the
+/// failures. A device's rows are the ones its planned buffers name; the
+/// CPU's are every other row (in RAM: `CPU`, `CPU_REPACK`, the pinned
+/// `Vulkan_Host`).
+#[allow(dead_code)] // the CPU-only test compares whole processes
+pub fn compare(label: &str, plan: &Plan, theirs: &[llama::BufferUse]) -> (String, Vec<String>) {
+    let mut fails = Vec::new();
+    let mut line = format!("{label:<44}");
+    let on_devices: Vec<&str> = plan
+        .devices
+        .iter()
+        .filter(|d| d.name != "CPU")
+        .flat_map(|d| d.buffers.iter().map(|b| b.name.as_str()))
+        .collect();
+    for d in &plan.devices {
+        let mine: Vec<&str> = d.buffers.iter().map(|b| b.name.as_str()).collect();
+        let is_cpu = d.name == "CPU";
+        let rows: Vec<&llama::BufferUse> = theirs
+            .iter()
+            .filter(|b| {
+                if is_cpu {
+                    !on_devices.contains(&b.name.as_str())
+                } else {
+                    mine.contains(&b.name.as_str())
+                }
+            })
+            .collect();
+        let (tm, tc, tk) = rows.iter().fold((0, 0, 0), |(m, c, k), b| {
+            (m + b.model, c + b.context, k + b.compute)
+        });
+        let (om, oc) = (d.weights_bytes, d.kv_bytes);
+        // The plan's compute row holds llama.cpp's compute buffers and, on
+        // the CPU, the output buffer, which llama.cpp counts as context.
+        let ok = d.buffers.iter().map(|b| b.compute_bytes).sum::<u64>();
+        let oc_all = d.buffers.iter().map(|b| b.context_bytes).sum::<u64>();
+        // Held per device: weights (the split rule, the output layer's
+        // device), KV, compute (the scheduler's buffers, pipeline
+        // parallelism's input copies included) and their total, the
+        // margin and our own runtime left out (llama.cpp counts neither).
+        let total = d.weights_bytes + d.kv_bytes + d.compute_bytes;
+        for (what, a, b, tol) in [
+            ("weights", om, tm, 0.01),
+            ("KV", oc_all.max(oc), tc, 0.02),
+            ("compute", ok, tk, 0.15),
+            ("total", total, tm + tc + tk, 0.05),
+        ] {
+            if rel(a, b) > tol {
+                fails.push(format!(
+                    "{label} {} {what}: planned {a}, llama.cpp {b} ({:.1}% off, allowed {:.0}%)",
+                    d.name,
+                    rel(a, b) * 100.0,
+                    tol * 100.0
+                ));
+            }
+        }
+        line.push_str(&format!(
+            "  {}: {}L w {:.0}M kv {:.1}M c {:.1}M/{:.1}M",
+            if is_cpu {
+                "CPU"
+            } else {
+                d.buffers
+                    .first()
+                    .map_or("?", |b| &b.name[..b.name.len().min(7)])
+            },
+            d.n_layers,
+            om as f64 / 1048576.0,
+            oc_all.max(oc) as f64 / 1048576.0,
+            ok as f64 / 1048576.0,
+            tk as f64 / 1048576.0,
+        ));
+    }
+    (line, fails)
 }

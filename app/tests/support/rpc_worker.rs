@@ -48,7 +48,10 @@ impl Worker {
                 }
                 None => Command::new(worker_bin()),
             };
+            // Workers compute on the CPU: a worker built with Vulkan would
+            // serve lavapipe if the variable that names it reached it.
             let child = cmd
+                .env_remove("GGML_VK_VISIBLE_DEVICES")
                 .args(["-H", "127.0.0.1", "-p", &port.to_string(), "-t", "1"])
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())

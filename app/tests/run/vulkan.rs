@@ -1,0 +1,198 @@
+//! llama.cpp's Vulkan backend on Mesa's lavapipe, the GPU-type device every
+//! machine here has (`scripts/setup.sh` installs it): the planner's rules for
+//! a local GPU held to a running backend.
+//!
+//! ggml uses a CPU-type Vulkan device only when `GGML_VK_VISIBLE_DEVICES`
+//! names it, and reads that variable once per process, when the backends
+//! start. So the in-process checks run in a child of this test binary
+//! started with the variable set ([`in_child`]); the tests that drive the
+//! binary set it on the child they start.
+
+use std::process::Command;
+
+use headroom::llama::{self, AccountingParams};
+use headroom_planner::hw::{self, Overrides, ProbeOptions};
+use headroom_planner::plan::{FlashAttn, Settings};
+use headroom_planner::solve::{self, Build};
+use serde_json::Value;
+
+use crate::accounting_cases;
+use crate::support::{bin, model, one_at_a_time};
+
+const GIB: u64 = 1 << 30;
+/// Set in the child process that does the work of an in-process test.
+const CHILD: &str = "HEADROOM_TEST_VULKAN_CHILD";
+
+/// Runs test `name` of this binary again, alone, in a child process that
+/// sees lavapipe (`GGML_VK_VISIBLE_DEVICES=0`), and fails with its output
+/// when it fails. Returns true in the child itself, where the caller then
+/// does the work.
+fn in_child(name: &str) -> bool {
+    if std::env::var_os(CHILD).is_some() {
+        return true;
+    }
+    let out = Command::new(std::env::current_exe().expect("test binary"))
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .env("GGML_VK_VISIBLE_DEVICES", "0")
+        .output()
+        .expect("the test binary starts again");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!("{text}");
+    assert!(
+        out.status.success(),
+        "{name} in a child with lavapipe:\n{text}"
+    );
+    assert!(
+        text.contains("1 passed"),
+        "{name}: the child ran no test:\n{text}"
+    );
+    false
+}
+
+/// This machine as the app sees it with lavapipe visible, RAM made ample
+/// (the accounting matrix loads nothing).
+fn machine() -> hw::HardwareSnapshot {
+    let probed = hw::probe(&ProbeOptions {
+        measure_bandwidth: false,
+        cache_dir: None,
+    });
+    let probed = hw::use_registry_devices(probed, &llama::devices::registry());
+    hw::apply_overrides(
+        probed,
+        &Overrides {
+            ram_bytes: Some(512 * GIB),
+            vram_bytes: None,
+            profile: None,
+        },
+    )
+    .expect("overrides")
+}
+
+/// `headroom hw --json` lists lavapipe as `Vulkan0` (its memory this
+/// machine's RAM) when the variable names it, and no GPU without it,
+/// saying why.
+#[test]
+fn hw_lists_lavapipe_only_when_named() {
+    let json = |vk: Option<&str>| -> Value {
+        let mut c = Command::new(bin());
+        c.args(["hw", "--json"]);
+        match vk {
+            Some(v) => c.env("GGML_VK_VISIBLE_DEVICES", v),
+            None => c.env_remove("GGML_VK_VISIBLE_DEVICES"),
+        };
+        let out = c.output().expect("hw runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("hw --json")
+    };
+    let with = json(Some("0"));
+    let gpus = with["gpus"].as_array().expect("gpus");
+    assert_eq!(gpus.len(), 1, "{gpus:?}");
+    let g = &gpus[0];
+    assert_eq!(g["llama"]["name"], "Vulkan0", "{g}");
+    assert_eq!(g["llama"]["backend"], "Vulkan", "{g}");
+    assert_eq!(g["llama"]["host_memory"], true, "{g}");
+    assert!(g["total_bytes"].as_u64().unwrap_or(0) >= GIB, "{g}");
+    assert!(g["free_bytes"].as_u64() <= g["total_bytes"].as_u64(), "{g}");
+    assert!(
+        with["ram"]["runtime_bytes"].as_u64().unwrap_or(0) > 0,
+        "starting Vulkan costs RAM: {}",
+        with["ram"]
+    );
+
+    let without = json(None);
+    assert_eq!(
+        without["gpus"].as_array().map(Vec::len),
+        Some(0),
+        "{without}"
+    );
+    let notes = without["notes"].to_string();
+    assert!(
+        notes.contains("GGML_VK_VISIBLE_DEVICES"),
+        "hw says why there is no GPU: {notes}"
+    );
+}
+
+/// The plan per device against llama.cpp's `no_alloc` accounting with
+/// every layer, about half and none on lavapipe, for the shapes and mixes
+/// of the other accounting tests and the real demo, at short and long
+/// contexts, flash attention auto and off: weights 1%, KV 2%, compute 15%,
+/// total 5% per device.
+#[test]
+fn plan_per_device_matches_llama_cpp_on_lavapipe() {
+    let _gate = one_at_a_time();
+    if !in_child("vulkan::plan_per_device_matches_llama_cpp_on_lavapipe") {
+        return;
+    }
+    let hw = machine();
+    assert!(
+        hw.gpus
+            .iter()
+            .any(|g| g.llama.as_ref().is_some_and(|l| l.name == "Vulkan0")),
+        "lavapipe is listed: {:?}",
+        hw.gpus
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cases = accounting_cases::cases(dir.path(), model().to_path_buf());
+    let mut report = Vec::new();
+    let mut failures = Vec::new();
+    for case in &cases {
+        let (label, path, n_layer) = (&case.label, &case.path, case.n_layer);
+        let profile = headroom::source::load_profile(path).expect("header");
+        let half = (n_layer / 2) | 1;
+        for n_ctx in accounting_cases::contexts(case.n_ctx_train) {
+            for fa in [FlashAttn::Auto, FlashAttn::Off] {
+                for ngl in [0, half, n_layer + 1] {
+                    let s = Settings {
+                        n_ctx: Some(n_ctx),
+                        n_batch: 2048,
+                        n_ubatch: 512,
+                        flash_attn: fa,
+                        n_gpu_layers: Some(ngl),
+                        ..Settings::default()
+                    };
+                    let plan = solve::plan(
+                        &profile,
+                        &path.display().to_string(),
+                        &s,
+                        &hw,
+                        Build { gpu: true },
+                    );
+                    let p = AccountingParams::from_settings(
+                        path,
+                        &s,
+                        n_ctx,
+                        i32::try_from(ngl).expect("fits"),
+                    )
+                    .expect("params");
+                    let theirs = llama::memory_breakdown(&p).expect("llama.cpp accounts it");
+                    let tag = format!(
+                        "{label} c{n_ctx} fa-{} ngl{ngl}",
+                        if fa == FlashAttn::Auto { "auto" } else { "off" }
+                    );
+                    let (line, fails) = accounting_cases::compare(&tag, &plan, &theirs);
+                    report.push(line);
+                    failures.extend(fails);
+                }
+            }
+        }
+    }
+    println!(
+        "plan vs llama.cpp on lavapipe (per device: layers, weights, KV, compute planned/llama.cpp):\n{}",
+        report.join("\n")
+    );
+    assert!(
+        failures.is_empty(),
+        "{} comparisons out of tolerance:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
