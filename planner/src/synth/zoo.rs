@@ -101,11 +101,13 @@ pub enum Model {
     /// SmolLM3-3B: `smollm3`, Llama's tensors with RoPE skipped on every
     /// 4th layer, tied embeddings.
     SmolLm3_3B,
+    /// Olmo-3-7B: `olmo2` with a 4096 window on 3 layers of 4.
+    Olmo3_7B,
 }
 
 impl Model {
     /// Every model.
-    pub const ALL: [Model; 23] = [
+    pub const ALL: [Model; 24] = [
         Model::DeepSeekV2Lite2024,
         Model::DeepSeekV2Lite,
         Model::Llama4Scout,
@@ -129,6 +131,7 @@ impl Model {
         Model::DevstralSmall2,
         Model::Olmo2_7B,
         Model::SmolLm3_3B,
+        Model::Olmo3_7B,
     ];
 
     /// Short name, e.g. `deepseek2-lite-2024`.
@@ -158,6 +161,7 @@ impl Model {
             Model::DevstralSmall2 => "mistral3-devstral-small-2",
             Model::Olmo2_7B => "olmo2-7b",
             Model::SmolLm3_3B => "smollm3-3b",
+            Model::Olmo3_7B => "olmo2-olmo3-7b",
         }
     }
 
@@ -201,6 +205,7 @@ impl Model {
             Model::DevstralSmall2 => dense::devstral_small_2(),
             Model::Olmo2_7B => dense::olmo2_7b(),
             Model::SmolLm3_3B => dense::smollm3_3b(),
+            Model::Olmo3_7B => dense::olmo3_7b(),
         }
     }
 

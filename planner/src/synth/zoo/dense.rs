@@ -372,6 +372,25 @@ pub(super) fn olmo2_7b() -> Draft {
     })
 }
 
+/// Olmo-3-7B (32 layers, hidden 4096, 32 heads and 32 KV heads, FFN
+/// 11008, vocabulary 100278, context 65536, a 4096 window on 3 layers of
+/// 4): fairseq2's `olmo3_7b` configuration
+/// (facebookresearch/fairseq2 `src/fairseq2/models/olmo/config.py` at
+/// 1d050dd). llama.cpp loads it as `olmo2` with the window key.
+pub(super) fn olmo3_7b() -> Draft {
+    olmo2(&Olmo2 {
+        n_layer: 32,
+        n_embd: 4096,
+        n_ff: 11008,
+        n_head: 32,
+        n_head_kv: 32,
+        n_vocab: 100_278,
+        n_ctx_train: 65_536,
+        rope_base: 500_000.0,
+        sliding_window: Some(4096),
+    })
+}
+
 /// The hyper-parameters of a `smollm3` model.
 pub(crate) struct Smollm3 {
     pub n_layer: u32,
