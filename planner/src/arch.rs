@@ -398,6 +398,9 @@ pub const VERIFIED: &[&str] = &[
     "qwen35moe",
     "lfm2",
     "gemma4",
+    "mistral3",
+    "olmo2",
+    "smollm3",
 ];
 
 /// Whether the planner's figures for this architecture were checked

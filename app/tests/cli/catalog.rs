@@ -168,6 +168,7 @@ const MODEL_TYPES: &[(&str, &str)] = &[
     ("qwen3_5_text", "qwen35"),
     ("qwen3_5_moe", "qwen35moe"),
     ("qwen3_5_moe_text", "qwen35moe"),
+    ("smollm3", "smollm3"),
 ];
 
 /// The gated delta-net hybrids (Qwen3-Next, Qwen3.5/3.6), whose recurrent
@@ -758,6 +759,14 @@ fn from_llama_cpp_log(excerpt: &str) -> Stated {
             s.insert(ours, v.into());
         }
     }
+    // A scale, not a count (mistral3's Llama-4-style temperature scaling).
+    if let Some(t) = arch
+        .as_deref()
+        .and_then(|a| kv.get(&format!("{a}.attention.temperature_scale")))
+        .and_then(|v| v.parse::<f64>().ok())
+    {
+        s.insert("attention_temperature_scale", t.into());
+    }
     if !s.contains_key("vocab_size")
         && let Some(t) = tokens
     {
@@ -912,6 +921,7 @@ fn check_arch(e: &Entry, m: &Value) -> Vec<String> {
         "leading_dense_block_count",
         "kv_lora_rank",
         "expert_type",
+        "attention_temperature_scale",
     ];
     if n("expert_count").unwrap_or(0) == 0 {
         required.retain(|k| !k.starts_with("expert_") && *k != "leading_dense_block_count");
@@ -1667,6 +1677,9 @@ fn zoo_laid_out_entries_match_llama_cpp_accounting() {
         "qwen3next",
         "qwen35",
         "qwen35moe",
+        "mistral3",
+        "olmo2",
+        "smollm3",
     ];
     let cat = catalog();
     let hw = hw::apply_overrides(

@@ -14,7 +14,7 @@
 //! catalog holds (llama and its Mistral/Mixtral variants, qwen2, qwen3,
 //! qwen3moe, gemma2, gemma3, phi3, deepseek2, gpt-oss, and through the
 //! zoo's builders glm4, gemma3n, glm4moe, llama4, qwen3next, qwen35,
-//! qwen35moe, lfm2, granitehybrid and gemma4); any other
+//! qwen35moe, lfm2, granitehybrid, gemma4, mistral3, olmo2 and smollm3); any other
 //! architecture gets the llama layout, which has the same per-layer bytes to
 //! within its norms and biases. Where facts are missing, [`estimate`] fills
 //! them from the parameter count with a documented generic shape, and the
@@ -159,6 +159,10 @@ pub struct PartialFacts {
     /// The full layers have no V projection: their values are their keys
     /// (`attention_k_eq_v`, Gemma 4).
     pub attention_k_eq_v: Option<bool>,
+    /// Llama-4-style attention temperature scaling
+    /// (`attention.temperature_scale`, mistral3 since Ministral 3): a
+    /// per-position Q scale, one more node in llama.cpp's graph.
+    pub attention_temperature_scale: Option<f64>,
 }
 
 /// Complete architecture facts: enough to lay out every tensor.
@@ -248,6 +252,22 @@ pub struct ArchFacts {
     pub double_wide_mlp: bool,
     /// Full layers without a V projection (Gemma 4).
     pub attention_k_eq_v: bool,
+    /// Attention temperature scale (mistral3).
+    pub attention_temperature_scale: Option<Scale>,
+}
+
+/// A scale factor from the facts, compared and hashed by its bits (facts are
+/// keys of sets of distinct shapes).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(transparent)]
+pub struct Scale(pub f64);
+
+impl Eq for Scale {}
+
+impl std::hash::Hash for Scale {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.to_bits().hash(state);
+    }
 }
 
 impl ArchFacts {
@@ -297,6 +317,7 @@ impl ArchFacts {
             head_count_kv_full: self.head_count_kv_full,
             double_wide_mlp: Some(self.double_wide_mlp),
             attention_k_eq_v: Some(self.attention_k_eq_v),
+            attention_temperature_scale: self.attention_temperature_scale.map(|s| s.0),
         }
     }
 }
@@ -316,7 +337,7 @@ macro_rules! with_compared_facts {
             full_attention_interval, ssm_conv_kernel, ssm_state_size, ssm_group_count,
             ssm_time_step_rank, expert_shared_feed_forward_length, shortconv_l_cache,
             attention_layers, ssm_inner_size, key_length_swa, head_count_kv_full,
-            double_wide_mlp, attention_k_eq_v $(, $extra)*
+            double_wide_mlp, attention_k_eq_v, attention_temperature_scale $(, $extra)*
         )
     };
 }
@@ -482,6 +503,7 @@ impl PartialFacts {
             head_count_kv_full: self.head_count_kv_full,
             double_wide_mlp: self.double_wide_mlp.unwrap_or(false),
             attention_k_eq_v: self.attention_k_eq_v.unwrap_or(false),
+            attention_temperature_scale: self.attention_temperature_scale.map(Scale),
         };
         if checked_n_params(&raw_tensors(&f)).is_none_or(|n| n > MAX_PARAMS) {
             return Err(FactsError::Inconsistent(format!(
@@ -1143,6 +1165,46 @@ fn zoo_parts(f: &ArchFacts) -> Option<(Vec<(String, Value)>, Vec<(String, Vec<u6
             double_wide_mlp: f.double_wide_mlp,
             n_head_kv_full: f.head_count_kv_full.unwrap_or(f.head_count_kv),
             k_eq_v: f.attention_k_eq_v,
+        }),
+        // RoPE base and YaRN size nothing and are not facts: the builder's
+        // defaults stand in for them.
+        "mistral3" => dense::mistral3(&dense::Mistral3 {
+            n_layer: f.block_count,
+            n_embd: f.embedding_length,
+            n_ff: f.feed_forward_length,
+            n_head: f.head_count,
+            n_head_kv: f.head_count_kv,
+            head_dim: f.key_length,
+            n_vocab: f.vocab_size,
+            n_ctx_train: f.context_length,
+            rope_base: 10_000.0,
+            temperature_scale: f.attention_temperature_scale.map(|s| s.0 as f32),
+            tied: f.tied_embeddings,
+        }),
+        // olmo2 (OLMo 2, OLMo 3 with its window): the output matrix is
+        // always its own; the head size is the hidden size over the heads.
+        "olmo2" => dense::olmo2(&dense::Olmo2 {
+            n_layer: f.block_count,
+            n_embd: f.embedding_length,
+            n_ff: f.feed_forward_length,
+            n_head: f.head_count,
+            n_head_kv: f.head_count_kv,
+            n_vocab: f.vocab_size,
+            n_ctx_train: f.context_length,
+            rope_base: 10_000.0,
+            sliding_window: f.sliding_window,
+        }),
+        "smollm3" => dense::smollm3(&dense::Smollm3 {
+            n_layer: f.block_count,
+            n_embd: f.embedding_length,
+            n_ff: f.feed_forward_length,
+            n_head: f.head_count,
+            n_head_kv: f.head_count_kv,
+            head_dim: f.key_length,
+            n_vocab: f.vocab_size,
+            n_ctx_train: f.context_length,
+            rope_base: 10_000.0,
+            tied: f.tied_embeddings,
         }),
         _ => return None,
     };
@@ -1901,6 +1963,66 @@ mod tests {
             ..gemma3n_e2b()
         };
         assert!(e4b.complete().is_ok());
+    }
+
+    /// mistral3, olmo2 and smollm3 entries are laid out by the zoo's
+    /// builders: the temperature scale is in the header (llama.cpp adds a
+    /// node for it), OLMo 2 has post-norms, full-width Q/K norms and no
+    /// pre-norms, SmolLM3 is Llama's tensors under its own name.
+    #[test]
+    fn mistral3_olmo2_and_smollm3_facts_use_their_zoo_layouts() -> Result<(), FactsError> {
+        let base = PartialFacts {
+            block_count: Some(2),
+            embedding_length: Some(512),
+            feed_forward_length: Some(1024),
+            head_count: Some(4),
+            head_count_kv: Some(2),
+            vocab_size: Some(1000),
+            context_length: Some(4096),
+            ..PartialFacts::default()
+        };
+        let m = PartialFacts {
+            architecture: Some("mistral3".into()),
+            attention_temperature_scale: Some(0.1),
+            ..base.clone()
+        }
+        .complete()?;
+        let h = header(&m, FileType::Q4_K_M)?;
+        assert!(h.get("mistral3.attention.temperature_scale").is_some());
+        assert!(h.tensors.iter().any(|t| t.name == "blk.1.attn_norm.weight"));
+        let s = PartialFacts {
+            architecture: Some("smollm3".into()),
+            tied_embeddings: Some(true),
+            ..base.clone()
+        }
+        .complete()?;
+        let h = header(&s, FileType::Q4_K_M)?;
+        assert!(h.get("smollm3.attention.key_length").is_some());
+        assert!(!h.tensors.iter().any(|t| t.name == "output.weight"));
+        let o = PartialFacts {
+            architecture: Some("olmo2".into()),
+            sliding_window: Some(4096),
+            ..base
+        }
+        .complete()?;
+        let h = header(&o, FileType::Q4_K_M)?;
+        let names: Vec<&str> = h.tensors.iter().map(|t| t.name.as_str()).collect();
+        assert!(!names.contains(&"blk.0.attn_norm.weight"));
+        assert!(!names.contains(&"blk.0.ffn_norm.weight"));
+        for n in [
+            "blk.0.post_attention_norm.weight",
+            "blk.0.post_ffw_norm.weight",
+            "output.weight",
+        ] {
+            assert!(names.contains(&n), "{n}");
+        }
+        let q_norm = h
+            .tensors
+            .iter()
+            .find(|t| t.name == "blk.0.attn_q_norm.weight");
+        assert_eq!(q_norm.map(|t| t.dims.clone()), Some(vec![512]));
+        assert!(h.get("olmo2.attention.sliding_window").is_some());
+        Ok(())
     }
 
     #[test]

@@ -8,7 +8,9 @@
 //! layouts of Qwen2, Qwen3, Gemma 2, GLM-4 and Phi-3, Gemma 3n (per-layer
 //! token embeddings, AltUp streams, layers that reuse an earlier layer's KV
 //! cache) and Gemma 4 (per-layer embeddings and shared KV layers in E2B,
-//! different head sizes and KV head counts on sliding and full layers).
+//! different head sizes and KV head counts on sliding and full layers),
+//! and the dense layouts of `mistral3` (a per-position attention
+//! temperature scale), OLMo 2 (post-norms only) and SmolLM3.
 //!
 //! Why: each of these is a rule of llama.cpp's loader or KV cache that a plain
 //! shape ([`super::Shape`]) does not exercise, and the planner must be held to
@@ -90,11 +92,22 @@ pub enum Model {
     /// Gemma-4-31B: 16 KV heads of 256 on sliding layers, 4 of 512 on full
     /// ones, which have no V projection.
     Gemma4_31B,
+    /// Devstral-Small-2-24B-Instruct-2512: `mistral3`, Llama's tensors with
+    /// Llama-4-style attention temperature scaling (a per-position Q scale).
+    DevstralSmall2,
+    /// OLMo-2-1124-7B: `olmo2`, post-norms only, Q/K norms over the whole
+    /// projection, 32 KV heads.
+    Olmo2_7B,
+    /// SmolLM3-3B: `smollm3`, Llama's tensors with RoPE skipped on every
+    /// 4th layer, tied embeddings.
+    SmolLm3_3B,
+    /// Olmo-3-7B: `olmo2` with a 4096 window on 3 layers of 4.
+    Olmo3_7B,
 }
 
 impl Model {
     /// Every model.
-    pub const ALL: [Model; 20] = [
+    pub const ALL: [Model; 24] = [
         Model::DeepSeekV2Lite2024,
         Model::DeepSeekV2Lite,
         Model::Llama4Scout,
@@ -115,6 +128,10 @@ impl Model {
         Model::Lfm2_1_2B,
         Model::Gemma4E2B,
         Model::Gemma4_31B,
+        Model::DevstralSmall2,
+        Model::Olmo2_7B,
+        Model::SmolLm3_3B,
+        Model::Olmo3_7B,
     ];
 
     /// Short name, e.g. `deepseek2-lite-2024`.
@@ -141,6 +158,10 @@ impl Model {
             Model::Lfm2_1_2B => "lfm2-1.2b",
             Model::Gemma4E2B => "gemma4-e2b",
             Model::Gemma4_31B => "gemma4-31b",
+            Model::DevstralSmall2 => "mistral3-devstral-small-2",
+            Model::Olmo2_7B => "olmo2-7b",
+            Model::SmolLm3_3B => "smollm3-3b",
+            Model::Olmo3_7B => "olmo2-olmo3-7b",
         }
     }
 
@@ -181,6 +202,10 @@ impl Model {
             Model::Lfm2_1_2B => lfm2::lfm2_1_2b(),
             Model::Gemma4E2B => gemma4::gemma4_e2b(),
             Model::Gemma4_31B => gemma4::gemma4_31b(),
+            Model::DevstralSmall2 => dense::devstral_small_2(),
+            Model::Olmo2_7B => dense::olmo2_7b(),
+            Model::SmolLm3_3B => dense::smollm3_3b(),
+            Model::Olmo3_7B => dense::olmo3_7b(),
         }
     }
 
