@@ -1624,8 +1624,24 @@ fn every_quality_figure_follows_from_its_kept_evidence() {
                 // Diamond | … 84.3% …").
                 let in_table =
                     excerpt.contains("GPQA") && excerpt.contains(&format!("{:.1}%", gpqa * 100.0));
+                // Or a card's plain table that writes its scores without a
+                // %: the record names the model's column, whose header cell
+                // is in the kept header row and whose cell in the GPQA row
+                // is the score ("| GPQA | 75.2 | 73.4 | …").
+                let in_column = r["column"].as_str().is_some_and(|column| {
+                    let rows: Vec<Vec<&str>> = excerpt
+                        .lines()
+                        .map(|l| l.split('|').map(str::trim).collect())
+                        .collect();
+                    let at = rows
+                        .iter()
+                        .find_map(|c| c.iter().position(|x| *x == column));
+                    let row = rows.iter().find(|c| c.get(1) == Some(&"GPQA"));
+                    matches!((at, row), (Some(i), Some(row))
+                        if row.get(i) == Some(&format!("{:.1}", gpqa * 100.0).as_str()))
+                });
                 assert!(
-                    excerpt.contains(&format!("\"score\": {gpqa}")) || in_table,
+                    excerpt.contains(&format!("\"score\": {gpqa}")) || in_table || in_column,
                     "{}: {excerpt}",
                     e.id
                 );
