@@ -646,7 +646,14 @@ fn from_llama_cpp_log(excerpt: &str) -> Stated {
     let mut kv = BTreeMap::new();
     let mut info = BTreeMap::new();
     let mut tokens = None;
+    let mut tensors = None;
     for line in excerpt.lines() {
+        // `loaded meta data with 46 key-value pairs and 320 tensors from`:
+        // the file's tensor count.
+        if let Some(at) = line.find("key-value pairs and ") {
+            let rest = &line[at + "key-value pairs and ".len()..];
+            tensors = rest.split_whitespace().next().and_then(int);
+        }
         // `tokenizer.ggml.tokens arr[str,262144]` may come without its
         // (elided) value.
         let (left, value) = line.split_once('=').unwrap_or((line, ""));
@@ -772,6 +779,9 @@ fn from_llama_cpp_log(excerpt: &str) -> Stated {
     {
         s.insert("vocab_size", t.into());
     }
+    if let Some(t) = tensors {
+        s.insert("tensor_count", t.into());
+    }
     s
 }
 
@@ -855,7 +865,7 @@ const ALWAYS_TIED: &[&str] = &["gemma2", "gemma3", "gemma3n", "gemma4"];
 /// record keeps: each number the catalog lists is stated by at least one
 /// excerpt and contradicted by none, and each fact an excerpt states that
 /// changes the plan is listed.
-fn check_arch(e: &Entry, m: &Value) -> Vec<String> {
+fn check_arch(e: &Entry, m: &Value, laid_out_tensors: Option<u64>) -> Vec<String> {
     let mut bad = Vec::new();
     let Some(sources) = m["arch_sources"].as_array().filter(|s| !s.is_empty()) else {
         if e.arch_like.is_none() {
@@ -897,8 +907,17 @@ fn check_arch(e: &Entry, m: &Value) -> Vec<String> {
                 }
             }
         }
+        // Tied embeddings no dump states as a key: a dump's tensor count
+        // shows them where it is the count the entry's facts lay out (an
+        // untied layout holds one more tensor, `output.weight`).
+        let counted = key == "tied_embeddings"
+            && *ours == Value::from(true)
+            && laid_out_tensors.is_some_and(|t| {
+                all.iter()
+                    .any(|(_, s)| s.get("tensor_count") == Some(&Value::from(t)))
+            });
         // The architecture is a name, checked where a source names it.
-        if !seen && key != "architecture" {
+        if !seen && !counted && key != "architecture" {
             bad.push(format!("{key} {ours} is in no excerpt"));
         }
     }
@@ -1112,7 +1131,12 @@ fn listed_numbers_agree_with_the_facts() {
                 None => bad.push(format!("quant {} not in the facts", q.name)),
             }
         }
-        bad.extend(check_arch(e, m));
+        let arch = resolve_arch(&cat, e).expect("resolves");
+        let q = e.quant("Q4_K_M").unwrap_or(&e.quants[0]);
+        let tensors = facts::header(&arch.facts, q.file_type)
+            .ok()
+            .map(|h| h.tensors.len() as u64);
+        bad.extend(check_arch(e, m, tensors));
         if !bad.is_empty() {
             problems.push(format!("{}: {}", e.id, bad.join("; ")));
         }
@@ -1147,7 +1171,7 @@ fn a_number_unlike_its_excerpt_is_caught() {
         let cat = Catalog::parse(&bad, "t.toml").expect("parses");
         let e = cat.get("gemma-3-12b-it").expect("entry");
         let m = facts_for(&facts, e).expect("facts");
-        let problems = check_arch(e, m);
+        let problems = check_arch(e, m, None);
         assert!(
             problems.iter().any(|p| p.contains(complaint)),
             "{from} → {to}: {problems:?}"
@@ -1634,8 +1658,24 @@ fn every_quality_figure_follows_from_its_kept_evidence() {
                 // Diamond | … 84.3% …").
                 let in_table =
                     excerpt.contains("GPQA") && excerpt.contains(&format!("{:.1}%", gpqa * 100.0));
+                // Or a card's plain table that writes its scores without a
+                // %: the record names the model's column, whose header cell
+                // is in the kept header row and whose cell in the GPQA row
+                // is the score ("| GPQA | 75.2 | 73.4 | …").
+                let in_column = r["column"].as_str().is_some_and(|column| {
+                    let rows: Vec<Vec<&str>> = excerpt
+                        .lines()
+                        .map(|l| l.split('|').map(str::trim).collect())
+                        .collect();
+                    let at = rows
+                        .iter()
+                        .find_map(|c| c.iter().position(|x| *x == column));
+                    let row = rows.iter().find(|c| c.get(1) == Some(&"GPQA"));
+                    matches!((at, row), (Some(i), Some(row))
+                        if row.get(i) == Some(&format!("{:.1}", gpqa * 100.0).as_str()))
+                });
                 assert!(
-                    excerpt.contains(&format!("\"score\": {gpqa}")) || in_table,
+                    excerpt.contains(&format!("\"score\": {gpqa}")) || in_table || in_column,
                     "{}: {excerpt}",
                     e.id
                 );
