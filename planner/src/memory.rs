@@ -537,6 +537,12 @@ struct Compute {
     layer_peak: u64,
     /// Logits of the reserved outputs.
     logits: u64,
+    /// Without flash attention, one layer's KQ matrix (its softmax is the
+    /// same size): a device whose largest tensor is smaller refuses the
+    /// product, and the CPU computes it.
+    kq: u64,
+    /// `device_stage` on a device that refuses the KQ matrix.
+    device_stage_no_kq: u64,
 }
 
 fn compute_parts(p: &ModelProfile, ctx: &Context) -> Compute {
@@ -584,6 +590,7 @@ fn compute_parts(p: &ModelProfile, ctx: &Context) -> Compute {
     let n_head = f(u64::from(p.n_head.iter().copied().max().unwrap_or(0)));
     let q = n_head * f(u64::from(p.head_dim_k)) * t * 4.0;
     let n_seq = u64::from(ctx.n_seq.max(1));
+    let mut kq_bytes = 0.0;
     let attn = if ctx.flash_attn {
         3.0 * et4 + q + n_head * f(u64::from(p.head_dim_v)) * t * 4.0
     } else {
@@ -600,6 +607,7 @@ fn compute_parts(p: &ModelProfile, ctx: &Context) -> Compute {
             f(v_copy) * f(u64::from(ctx.n_ctx_seq)) * f(n_seq)
                 + n_head * f(u64::from(m.kv_lora_rank) + u64::from(m.v_head_dim)) * t * 4.0
         });
+        kq_bytes = kq;
         3.0 * et4 + q + kq + latent
     };
     // The widest dense FFN (Gemma 4's KV-shared layers are twice as wide
@@ -653,7 +661,12 @@ fn compute_parts(p: &ModelProfile, ctx: &Context) -> Compute {
             .max(dense_ff - 3.0 * et4)
             .max(if moe_ff > 0.0 { moe_ff + et4 } else { 0.0 })
             .max(0.0) as u64,
+        device_stage_no_kq: (attn - kq_bytes - 3.0 * et4)
+            .max(dense_ff - 3.0 * et4)
+            .max(if moe_ff > 0.0 { moe_ff + et4 } else { 0.0 })
+            .max(0.0) as u64,
         logits: (f(p.n_vocab) * f(u64::from(ctx.n_outputs)) * 4.0) as u64,
+        kq: kq_bytes as u64,
     }
 }
 
@@ -696,6 +709,14 @@ struct Layout {
     cpu_layers: u32,
     /// llama.cpp's pipeline parallelism is on (see [`SCHED_COPIES`]).
     pipeline: bool,
+    /// The first GPU runs the big-batch products of layers left on the CPU
+    /// (the scheduler's op offload, `offload_op`: Vulkan offers it for
+    /// batches of 32 or more), so its compute buffer holds a layer's stage
+    /// even when no layer is placed on it. `None`: no such device (CUDA's
+    /// rule is not measured yet; RPC workers do not offer it).
+    op_offload: Option<usize>,
+    /// Per GPU, the largest tensor it takes (`u64::MAX`: no limit).
+    max_tensor: Vec<u64>,
 }
 
 /// Copies of every split's inputs and of the graph inputs that llama.cpp's
@@ -730,6 +751,21 @@ impl Layout {
                 .zip(out_matrix)
                 .is_none_or(|(spec, t)| spec.takes(t))
         });
+        let op_offload = m
+            .gpus
+            .first()
+            .filter(|g| g.backend() == Backend::Vulkan)
+            .map(|_| 0);
+        let max_tensor = m
+            .gpus
+            .iter()
+            .map(|g| {
+                g.llama
+                    .as_ref()
+                    .and_then(|l| l.max_tensor_bytes)
+                    .unwrap_or(u64::MAX)
+            })
+            .collect();
         Self {
             n_gpu,
             uses_gpu: n_gpu > 0 && placement.n_gpu_layers > 0,
@@ -737,6 +773,8 @@ impl Layout {
             layers_gpu,
             cpu_layers,
             pipeline,
+            op_offload,
+            max_tensor,
         }
     }
 }
@@ -970,6 +1008,12 @@ fn compute_buffers(p: &ModelProfile, ctx: &Context, lay: &Layout) -> ComputeBuff
     let copies = if lay.pipeline { SCHED_COPIES } else { 1 };
     let cpu = if !uses_gpu {
         sum([c.inputs, c.layer_peak.max(output_stage)])
+    } else if lay.op_offload.is_some() && !(lay.cpu_layers == 0 && out_dev.is_some()) {
+        // The CPU layers' products run on the device: what stays on the CPU
+        // (their small ops, or the output stage) shares one buffer.
+        let layers = if lay.cpu_layers > 0 { c.layer_peak } else { 0 };
+        let output = if out_dev.is_none() { output_stage } else { 0 };
+        sum([c.inputs, layers.max(output)])
     } else if lay.cpu_layers == 0 && out_dev.is_some() {
         sum([product([copies, c.inputs]), product([2, c.et4])])
     } else {
@@ -988,11 +1032,18 @@ fn compute_buffers(p: &ModelProfile, ctx: &Context, lay: &Layout) -> ComputeBuff
     let gpu = (0..lay.n_gpu)
         .map(|g| {
             let layers = lay.layers_gpu.get(g).copied().unwrap_or(0);
-            if layers == 0 && out_dev != Some(g) {
+            let offloads_ops = lay.op_offload == Some(g) && (lay.cpu_layers > 0 || !uses_gpu);
+            if layers == 0 && out_dev != Some(g) && !offloads_ops {
                 return 0;
             }
-            let stage = if layers > 0 {
-                sum([c.inputs, c.device_stage])
+            // A KQ matrix larger than the device takes is computed on the CPU.
+            let device_stage = if c.kq > lay.max_tensor.get(g).copied().unwrap_or(u64::MAX) {
+                c.device_stage_no_kq
+            } else {
+                c.device_stage
+            };
+            let stage = if layers > 0 || offloads_ops {
+                sum([c.inputs, device_stage])
             } else {
                 0
             };
