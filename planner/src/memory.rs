@@ -448,6 +448,8 @@ pub struct MachineSpec {
     /// Resident bytes the build's backends take once initialised, as
     /// measured on this machine ([`crate::hw::RamInfo::runtime_bytes`]).
     pub runtime_bytes: u64,
+    /// The address space that start adds (what `RLIMIT_AS` counts).
+    pub runtime_virtual_bytes: u64,
 }
 
 /// Constants that are ours, not llama.cpp's: documented estimates.
@@ -1161,6 +1163,7 @@ fn residency(
         c.output,
         overhead::VIRTUAL_BASE,
         product([threads, overhead::VIRTUAL_PER_THREAD]),
+        m.runtime_virtual_bytes,
     ]);
     Residency {
         base,

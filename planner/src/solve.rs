@@ -144,6 +144,7 @@ fn machine(hw: &HardwareSnapshot, build: Build) -> Machine {
             alloc_limit_bytes: alloc_limit,
             threads,
             runtime_bytes: ram.runtime_bytes.unwrap_or(0),
+            runtime_virtual_bytes: ram.runtime_virtual_bytes.unwrap_or(0),
         },
         cpu: speed::cpu_throughput(
             ram.bandwidth_bytes_per_s,

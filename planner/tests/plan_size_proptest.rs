@@ -300,6 +300,7 @@ fn machine() -> impl Strategy<Value = MachineSpec> {
             alloc_limit_bytes: limit,
             threads,
             runtime_bytes: 0,
+            runtime_virtual_bytes: 0,
         })
 }
 

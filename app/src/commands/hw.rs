@@ -91,8 +91,9 @@ pub fn run(args: &HwArgs, machine: &MachineArgs) -> Result<ExitCode> {
     if let Some(r) = hw.ram.runtime_bytes {
         writeln!(
             out,
-            "runtime  llama.cpp's backends took {} of RAM to start (measured; plans count it)",
-            format_size(r)
+            "runtime  llama.cpp's backends took {} of RAM and {} of address space to start (measured; plans count them)",
+            format_size(r),
+            format_size(hw.ram.runtime_virtual_bytes.unwrap_or(0))
         )?;
     }
     for g in &hw.gpus {

@@ -87,14 +87,20 @@ pub fn hardware(machine: &MachineArgs) -> Result<HardwareSnapshot> {
                 measure_bandwidth: true,
                 cache_dir: crate::files::cache_dir().ok(),
             });
-            if crate::llama::gpu_build() {
-                // The GPUs a load in this build will use are the ones
-                // llama.cpp's registry lists; reading it starts the backends,
-                // whose resident cost every plan here then counts.
-                hw = phw::use_registry_devices(hw, &crate::llama::devices::registry());
+            // Named cards (`--gpu`) plan for another host: the registry is
+            // not read (nor its backends started). Otherwise reading it
+            // starts the backends, whose cost every plan of this machine
+            // counts (a run here starts them too, `--vram` or not).
+            if crate::llama::gpu_build() && cards.is_none() {
                 hw.ram.runtime_bytes = Some(crate::llama::devices::runtime_bytes());
-                if let Some(why) = crate::llama::devices::none_reason() {
-                    hw.notes.push(format!("no GPU: {why}"));
+                hw.ram.runtime_virtual_bytes = Some(crate::llama::devices::runtime_virtual_bytes());
+                // The GPUs a load in this build will use are the ones
+                // llama.cpp's registry lists (`--vram` replaces them).
+                if overrides.vram_bytes.is_none() {
+                    hw = phw::use_registry_devices(hw, &crate::llama::devices::registry());
+                    if let Some(why) = crate::llama::devices::none_reason() {
+                        hw.notes.push(format!("no GPU: {why}"));
+                    }
                 }
             }
             // This machine's CPU: earlier runs here calibrate its speed

@@ -26,8 +26,10 @@ fn hw_json_describes_this_machine() {
     assert!(!str_at(&v, "/cpu/arch").is_empty());
     arr_at(&v, "/gpus");
     arr_at(&v, "/notes");
-    // This build has no GPU backend (no cuda/vulkan/metal feature exists yet).
-    assert_eq!(v["gpu_build"], false);
+    // The default build has llama.cpp's Vulkan backend, and starting it
+    // costs resident memory, measured and shown.
+    assert_eq!(v["gpu_build"], true);
+    assert!(u64_at(&v, "/ram/runtime_bytes") > 0, "{}", v["ram"]);
     assert_eq!(v["source"], "Probed");
 
     let text = run(["hw"]);

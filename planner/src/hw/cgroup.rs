@@ -332,6 +332,7 @@ mod tests {
             speed_calibration: None,
             cpu_barrier_s: None,
             runtime_bytes: None,
+            runtime_virtual_bytes: None,
         };
         // 512 MiB limit - (200 MiB charged - 50 MiB inactive page cache).
         assert_eq!(ram.budget_bytes(), 362 * MIB);

@@ -81,6 +81,7 @@ pub fn probe(opts: &ProbeOptions) -> HardwareSnapshot {
         speed_calibration: None,
         cpu_barrier_s: None,
         runtime_bytes: None,
+        runtime_virtual_bytes: None,
     };
 
     let cpu = cpu::probe(&mut notes);

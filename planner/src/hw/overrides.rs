@@ -349,6 +349,7 @@ fn set_host(s: &mut HardwareSnapshot, host: Host, bandwidth: f64, cpu: CpuInfo) 
     s.ram.speed_calibration = None;
     s.ram.cpu_barrier_s = None;
     s.ram.runtime_bytes = None;
+    s.ram.runtime_virtual_bytes = None;
     s.cpu = cpu;
 }
 

@@ -304,6 +304,7 @@ fn build(file: ProfileFile, path: &Path) -> Result<HardwareSnapshot, String> {
         speed_calibration: None,
         cpu_barrier_s: None,
         runtime_bytes: None,
+        runtime_virtual_bytes: None,
     };
 
     let cpu_s = file.cpu.unwrap_or_default();

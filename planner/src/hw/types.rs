@@ -173,6 +173,10 @@ pub struct RamInfo {
     /// when not measured or for another machine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime_bytes: Option<u64>,
+    /// The address space that start added (libraries, driver mappings),
+    /// which `RLIMIT_AS` counts; measured with `runtime_bytes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_virtual_bytes: Option<u64>,
 }
 
 /// A memory cgroup's limit and usage.
@@ -449,6 +453,7 @@ mod tests {
             speed_calibration: None,
             cpu_barrier_s: None,
             runtime_bytes: None,
+            runtime_virtual_bytes: None,
         }
     }
 

@@ -291,6 +291,7 @@ fn machine_with(gpus: Vec<GpuSpec>, repack: RepackRules) -> MachineSpec {
         alloc_limit_bytes: None,
         threads: 8,
         runtime_bytes: 0,
+        runtime_virtual_bytes: 0,
     }
 }
 

@@ -130,6 +130,7 @@ fn planned(r: &Recorded, c: &Case) -> ([u64; 2], u64, u64) {
         alloc_limit_bytes: None,
         threads: 8,
         runtime_bytes: 0,
+        runtime_virtual_bytes: 0,
     };
     let pl = Placement::cpu_only();
     let ctx = Context::resolve(&c.settings, c.settings.n_ctx.unwrap_or(4096));
