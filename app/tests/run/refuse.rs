@@ -18,6 +18,11 @@ const MAX_READ: u64 = 16 * MIB;
 /// Runs `headroom ARGS…` to completion and returns what it printed and the
 /// bytes it read (`rchar` of `/proc/PID/io`, taken before it is reaped).
 fn run_counting_reads(sb: &Sandbox, args: &[&str]) -> (Output, u64) {
+    run_counting_reads_with(sb, args, &[])
+}
+
+/// [`run_counting_reads`] with environment variables set for the child.
+fn run_counting_reads_with(sb: &Sandbox, args: &[&str], env: &[(&str, &str)]) -> (Output, u64) {
     let what = format!("headroom {args:?}");
     let out_path = sb.path().join("stdout");
     let err_path = sb.path().join("stderr");
@@ -25,6 +30,7 @@ fn run_counting_reads(sb: &Sandbox, args: &[&str]) -> (Output, u64) {
         File::create(p).unwrap_or_else(|e| panic!("creating {}: {e}", p.display()))
     };
     let mut cmd = sb.cmd(args);
+    cmd.envs(env.iter().copied());
     cmd.stdout(Stdio::from(file(&out_path)))
         .stderr(Stdio::from(file(&err_path)));
     let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -108,6 +114,53 @@ fn a_tiny_budget_is_refused_without_reading_the_weights() {
         "the refused run read {} ({} model)",
         format_size(read),
         format_size(file_size())
+    );
+}
+
+/// Every layer of the instruct demo on lavapipe (`Vulkan0`, 2 GiB) with a
+/// context whose KV cache cannot fit there (16 sequences of 8192 tokens,
+/// 3 GiB of cache): refused with exit 3 and the nearest plan before a
+/// weight is read.
+#[test]
+fn an_over_specified_gpu_load_is_refused_without_reading_the_weights() {
+    let sb = Sandbox::new();
+    let m = crate::demo::instruct_model().display().to_string();
+    let (out, read) = run_counting_reads_with(
+        &sb,
+        &[
+            "run",
+            &m,
+            "-ngl",
+            "99",
+            "-c",
+            "131072",
+            "--parallel",
+            "16",
+            "-p",
+            "hi",
+            "-n",
+            "2",
+        ],
+        &[("GGML_VK_VISIBLE_DEVICES", "0")],
+    );
+    assert_one_line(
+        &out,
+        3,
+        "headroom: refused:",
+        &["llvmpipe"],
+        "run -ngl 99 on lavapipe",
+    );
+    assert!(
+        out.stderr.contains("nearest plan that fits"),
+        "no suggestion: {}",
+        out.stderr
+    );
+    let size = std::fs::metadata(&m).map(|f| f.len()).unwrap_or(0);
+    assert!(
+        read < MAX_READ && read < size / 4,
+        "the refused run read {} ({} model)",
+        format_size(read),
+        format_size(size)
     );
 }
 
