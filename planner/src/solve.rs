@@ -505,6 +505,15 @@ pub fn plan(
     }
 
     let devices = est.devices.clone();
+    // A device whose memory is this process's RAM (lavapipe) holds its
+    // buffers and overhead in the process's resident set.
+    let on_host_devices = est.devices[1..]
+        .iter()
+        .zip(&m.spec.gpus)
+        .filter(|(_, g)| g.kind != DeviceKind::Unified && g.host_memory())
+        .fold(0u64, |acc, (d, _)| {
+            acc.saturating_add(d.total_bytes.saturating_sub(d.margin_bytes))
+        });
     let resolved = Resolved {
         n_batch: est.ctx.n_batch,
         n_ubatch: est.ctx.n_ubatch,
@@ -555,10 +564,10 @@ pub fn plan(
         devices,
         ram: RamUse {
             budget_bytes: ram_budget,
-            peak_bytes: sum([est.anonymous_bytes, est.mapped_bytes]),
-            anonymous_bytes: est.anonymous_bytes,
+            peak_bytes: sum([est.anonymous_bytes, est.mapped_bytes, on_host_devices]),
+            anonymous_bytes: sum([est.anonymous_bytes, on_host_devices]),
             mapped_bytes: est.mapped_bytes,
-            allocated_bytes: est.allocated_bytes,
+            allocated_bytes: sum([est.allocated_bytes, on_host_devices]),
         },
         est_decode_tokens_per_s: round2(decode),
         est_prompt_tokens_per_s: round2(prompt),

@@ -17,7 +17,7 @@ use headroom_planner::solve::{self, Build};
 use serde_json::Value;
 
 use crate::accounting_cases;
-use crate::support::{bin, model, one_at_a_time};
+use crate::support::{Sandbox, bin, model, one_at_a_time};
 
 const GIB: u64 = 1 << 30;
 /// Set in the child process that does the work of an in-process test.
@@ -209,5 +209,69 @@ fn plan_per_device_matches_llama_cpp_on_lavapipe() {
         "{} comparisons out of tolerance:\n{}",
         failures.len(),
         failures.join("\n")
+    );
+}
+
+/// The instruct demo with every layer on lavapipe gives the CPU's greedy
+/// answer (a few tokens: lavapipe decodes at about 0.4 tok/s), on the
+/// device the plan put its layers on. The peak RSS (which includes the
+/// device's memory) is printed against the plan's RAM peak: the 1.00-1.15
+/// bound is not held yet (issue #21: the device's lazily allocated scratch
+/// is not measured).
+#[test]
+fn every_layer_on_lavapipe_gives_the_cpu_s_answer() {
+    let _gate = one_at_a_time();
+    let m = crate::demo::instruct_model().display().to_string();
+    let ask = |vk: bool| -> Value {
+        let sb = Sandbox::new();
+        let mut c = sb.cmd([
+            "run",
+            &m,
+            "--json",
+            "-p",
+            "What is the capital of France?",
+            "-n",
+            "7",
+            "--temp",
+            "0",
+            "-ngl",
+            if vk { "99" } else { "0" },
+        ]);
+        if vk {
+            c.env("GGML_VK_VISIBLE_DEVICES", "0");
+        } else {
+            c.env_remove("GGML_VK_VISIBLE_DEVICES");
+        }
+        let out = c.output().expect("run starts");
+        assert!(
+            out.status.success(),
+            "vulkan {vk}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("run --json")
+    };
+    let cpu = ask(false);
+    let vk = ask(true);
+    assert_eq!(vk["text"], cpu["text"], "greedy text on lavapipe");
+    assert!(
+        cpu["text"].as_str().unwrap_or("").contains("Paris"),
+        "{}",
+        cpu["text"]
+    );
+    let devices = vk["planned"]["devices"].as_array().expect("devices");
+    let on_device = devices
+        .iter()
+        .find(|d| d["name"].as_str().is_some_and(|n| n.contains("llvmpipe")))
+        .expect("a row for lavapipe");
+    assert_eq!(on_device["n_layers"], 30, "{on_device}");
+    let peak = vk["peak_rss_bytes"].as_u64().unwrap_or(0);
+    let planned = vk["planned"]["ram_peak_bytes"].as_u64().unwrap_or(0);
+    println!(
+        "lavapipe, every layer: decode {} tok/s (CPU {}), peak RSS {:.1} MiB, planned RAM peak {:.1} MiB (plan / peak {:.3}, not held yet)",
+        vk["decode_tokens_per_s"],
+        cpu["decode_tokens_per_s"],
+        peak as f64 / 1048576.0,
+        planned as f64 / 1048576.0,
+        planned as f64 / peak.max(1) as f64
     );
 }
