@@ -10,6 +10,12 @@ use std::sync::OnceLock;
 
 static SHARED: OnceLock<Option<LlamaBackend>> = OnceLock::new();
 
+/// Whether [`shared`] has initialised llama.cpp's backend in this process.
+#[must_use]
+pub fn started() -> bool {
+    SHARED.get().is_some()
+}
+
 /// Initialises llama.cpp's backend once for the whole process (thread-safe) and
 /// returns the handle.
 ///

@@ -30,6 +30,49 @@ struct Registry {
 
 static REGISTRY: OnceLock<Registry> = OnceLock::new();
 
+/// The start cost is kept in multiples of this, so that processes whose
+/// measurements differ by noise (a few hundred KiB) plan alike.
+const ROUND: u64 = 4 << 20;
+
+fn round_up(x: u64, to: u64) -> u64 {
+    x.div_ceil(to).saturating_mul(to)
+}
+
+/// The start cost this machine's first measurement found, kept in
+/// `runtime-cost-v1.json` in headroom's cache (like the RAM bandwidth), so
+/// that every process plans with the same figure; written from `measured`
+/// when there is none yet (or it cannot be read). `None` when there is
+/// neither.
+fn cached(measured: Option<(u64, u64)>) -> Option<(u64, u64)> {
+    let path = crate::files::cache_dir()
+        .ok()
+        .map(|d| d.join("runtime-cost-v1.json"));
+    let key = format!(
+        "{} vulkan={}",
+        super::llama_cpp_version(),
+        cfg!(feature = "vulkan")
+    );
+    let read = path
+        .as_deref()
+        .and_then(|p| std::fs::read(p).ok())
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .filter(|v| v["build"] == key.as_str())
+        .and_then(|v| Some((v["rss_bytes"].as_u64()?, v["virtual_bytes"].as_u64()?)));
+    if read.is_some() {
+        return read;
+    }
+    let (rss, virt) = measured?;
+    if let Some(p) = path {
+        if let Some(dir) = p.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let v = serde_json::json!({ "build": key, "rss_bytes": rss, "virtual_bytes": virt });
+        // A cache that cannot be written only costs a measurement next time.
+        let _ = crate::files::write(&p, v.to_string().as_bytes());
+    }
+    Some((rss, virt))
+}
+
 /// Resident memory the started backends touch after the registry read,
 /// during a load: an estimate. On the 2-core test machine, with lavapipe
 /// installed and no Vulkan device used, the read measures 58 MiB, issue
@@ -40,6 +83,9 @@ const LATER_PAGES: u64 = 4 << 20;
 
 fn read() -> &'static Registry {
     REGISTRY.get_or_init(|| {
+        // Only a first start can be measured; a process that started the
+        // backends before takes the cached figures.
+        let fresh = !super::backend::started();
         let before = (status_kib("VmRSS:"), status_kib("VmSize:"));
         super::backend::shared();
         let listed = list_llama_ggml_backend_devices();
@@ -65,15 +111,16 @@ fn read() -> &'static Registry {
                 free_bytes: d.memory_free as u64,
             })
             .collect();
-        let started = after.0.saturating_sub(before.0) * 1024;
+        let measured = fresh.then(|| {
+            let rss = after.0.saturating_sub(before.0) * 1024;
+            let virt = after.1.saturating_sub(before.1) * 1024;
+            (round_up(rss + LATER_PAGES, ROUND), round_up(virt, ROUND))
+        });
+        let (runtime_bytes, runtime_virtual_bytes) = cached(measured).unwrap_or((0, 0));
         Registry {
             devices,
-            runtime_bytes: if started > 0 {
-                started + LATER_PAGES
-            } else {
-                0
-            },
-            runtime_virtual_bytes: after.1.saturating_sub(before.1) * 1024,
+            runtime_bytes,
+            runtime_virtual_bytes,
         }
     })
 }
@@ -85,9 +132,10 @@ pub fn registry() -> Vec<RegistryDevice> {
     read().devices.clone()
 }
 
-/// Resident bytes this process gained when llama.cpp's backends were
-/// initialised (measured from `/proc/self/status` around the first registry
-/// read; 0 when it could not be read).
+/// Resident bytes llama.cpp's backends take when they start: measured
+/// from `/proc/self/status` around the first registry read of a process
+/// that had not started them, plus [`LATER_PAGES`], rounded up to 4 MiB,
+/// and cached for the machine (0 when never measured).
 #[must_use]
 pub fn runtime_bytes() -> u64 {
     read().runtime_bytes

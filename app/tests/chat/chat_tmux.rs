@@ -464,11 +464,20 @@ fn a_load_that_fails_under_a_memory_limit_gives_the_terminal_back() {
         tmux,
     } = Setup::new("limit");
     tmux.wait_for("the shell's prompt", 10, &log, |s| !s.trim().is_empty());
-    // The limit in a subshell, so the shell checking the terminal keeps its own.
+    // The limit in a subshell, so the shell checking the terminal keeps its own;
+    // raised by the address space this build's backends take to start (as
+    // `hw --json` measures it), so it leaves room for the same things in
+    // every build.
+    let hw = std::process::Command::new(env!("CARGO_BIN_EXE_headroom"))
+        .args(["hw", "--json"])
+        .output()
+        .expect("hw runs");
+    let hw: serde_json::Value = serde_json::from_slice(&hw.stdout).expect("hw --json");
+    let runtime_kib = hw["ram"]["runtime_virtual_bytes"].as_u64().unwrap_or(0) / 1024;
     let cmd = format!(
         "cd {} && (ulimit -v {}; exec {} chat {} -c 32768 --force); echo EXIT=$?",
         dir.path().display(),
-        600 * 1024,
+        600 * 1024 + runtime_kib,
         env!("CARGO_BIN_EXE_headroom"),
         model.display()
     );
