@@ -149,6 +149,17 @@ pub fn runtime_virtual_bytes() -> u64 {
     read().runtime_virtual_bytes
 }
 
+/// The start cost this machine's cache holds for this build, without
+/// starting the backends: for plans whose GPUs are replaced (`--vram`),
+/// which need no registry. `None` when nothing is cached yet.
+#[must_use]
+pub fn cached_runtime() -> Option<(u64, u64)> {
+    if let Some(r) = REGISTRY.get() {
+        return Some((r.runtime_bytes, r.runtime_virtual_bytes));
+    }
+    cached(None)
+}
+
 /// Why this build lists no GPU, in one line, when it lists none.
 #[must_use]
 pub fn none_reason() -> Option<String> {
