@@ -422,10 +422,15 @@ impl GpuSpec {
     /// tensor above its largest storage buffer (`supports_op`), and
     /// llama.cpp then keeps it on the CPU.
     fn takes(&self, t: &Tensor) -> bool {
+        t.bytes <= self.max_tensor_bytes()
+    }
+
+    /// The largest tensor the device takes (`u64::MAX`: no limit known).
+    fn max_tensor_bytes(&self) -> u64 {
         self.llama
             .as_ref()
             .and_then(|l| l.max_tensor_bytes)
-            .is_none_or(|max| t.bytes <= max)
+            .unwrap_or(u64::MAX)
     }
 }
 
@@ -758,16 +763,7 @@ impl Layout {
             .first()
             .filter(|g| g.backend() == Backend::Vulkan)
             .map(|_| 0);
-        let max_tensor = m
-            .gpus
-            .iter()
-            .map(|g| {
-                g.llama
-                    .as_ref()
-                    .and_then(|l| l.max_tensor_bytes)
-                    .unwrap_or(u64::MAX)
-            })
-            .collect();
+        let max_tensor = m.gpus.iter().map(GpuSpec::max_tensor_bytes).collect();
         Self {
             n_gpu,
             uses_gpu: n_gpu > 0 && placement.n_gpu_layers > 0,

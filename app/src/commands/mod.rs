@@ -94,7 +94,8 @@ pub fn hardware(machine: &MachineArgs) -> Result<HardwareSnapshot> {
             if crate::llama::gpu_build() && cards.is_none() {
                 // `--vram` replaces the GPUs: no registry is needed, and the
                 // cost is taken from the cache when it holds it, without
-                // starting the backends (about 70 ms of CPU with Vulkan).
+                // starting the backends (about 55 ms of CPU with Vulkan, from
+                // fit_speed's CLI rows).
                 let cached = overrides
                     .vram_bytes
                     .is_some()

@@ -16,10 +16,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use headroom::llama::{self, AccountingParams, rpc};
+use headroom::llama::rpc;
 use headroom_planner::hw::{self, Overrides, ProbeOptions, RpcDevice};
-use headroom_planner::plan::{FlashAttn, Settings};
-use headroom_planner::solve::{self, Build};
 
 use crate::accounting_cases;
 use crate::rpc_worker::Worker;
@@ -63,52 +61,10 @@ fn plan_per_device_matches_llama_cpp_with_two_workers() {
     let endpoints: Vec<String> = workers.iter().map(|w| w.endpoint.clone()).collect();
     let dir = tempfile::tempdir().expect("temp dir");
     let cases = accounting_cases::cases(dir.path(), model().to_path_buf());
-    let mut report = Vec::new();
-    let mut failures = Vec::new();
-    for case in &cases {
-        let (label, path, n_layer) = (&case.label, &case.path, case.n_layer);
-        let profile = headroom::source::load_profile(path).expect("header");
-        let half = (n_layer / 2) | 1;
-        for n_ctx in accounting_cases::contexts(case.n_ctx_train) {
-            for fa in [FlashAttn::Auto, FlashAttn::Off] {
-                for ngl in [0, half, n_layer + 1] {
-                    let s = Settings {
-                        n_ctx: Some(n_ctx),
-                        n_batch: 2048,
-                        n_ubatch: 512,
-                        flash_attn: fa,
-                        n_gpu_layers: Some(ngl),
-                        ..Settings::default()
-                    };
-                    // The workers' free memory as llama.cpp reads it now.
-                    let devices = rpc::connect(&endpoints).expect("workers connect");
-                    let hw = machine_with(&devices);
-                    let plan = solve::plan(
-                        &profile,
-                        &path.display().to_string(),
-                        &s,
-                        &hw,
-                        Build { gpu: true },
-                    );
-                    let p = AccountingParams::from_settings(
-                        path,
-                        &s,
-                        n_ctx,
-                        i32::try_from(ngl).expect("fits"),
-                    )
-                    .expect("params");
-                    let theirs = llama::memory_breakdown(&p).expect("llama.cpp accounts it");
-                    let tag = format!(
-                        "{label} c{n_ctx} fa-{} ngl{ngl}",
-                        if fa == FlashAttn::Auto { "auto" } else { "off" }
-                    );
-                    let (line, fails) = accounting_cases::compare(&tag, &plan, &theirs);
-                    report.push(line);
-                    failures.extend(fails);
-                }
-            }
-        }
-    }
+    // The workers' free memory as llama.cpp reads it at each load.
+    let (report, failures) = accounting_cases::per_device_matrix(&cases, || {
+        machine_with(&rpc::connect(&endpoints).expect("workers connect"))
+    });
     println!(
         "plan vs llama.cpp with two RPC workers (per device: layers, weights, KV, compute planned/llama.cpp):\n{}",
         report.join("\n")

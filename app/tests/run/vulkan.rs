@@ -10,10 +10,8 @@
 
 use std::process::Command;
 
-use headroom::llama::{self, AccountingParams};
+use headroom::llama;
 use headroom_planner::hw::{self, Overrides, ProbeOptions};
-use headroom_planner::plan::{FlashAttn, Settings};
-use headroom_planner::solve::{self, Build};
 use serde_json::Value;
 
 use crate::accounting_cases;
@@ -146,54 +144,10 @@ fn plan_per_device_matches_llama_cpp_on_lavapipe() {
     );
     let dir = tempfile::tempdir().expect("temp dir");
     let cases = accounting_cases::cases(dir.path(), model().to_path_buf());
-    let mut report = Vec::new();
-    let mut failures = Vec::new();
-    let mut not_held = Vec::new();
-    for case in &cases {
-        let (label, path, n_layer) = (&case.label, &case.path, case.n_layer);
-        let profile = headroom::source::load_profile(path).expect("header");
-        let half = (n_layer / 2) | 1;
-        for n_ctx in accounting_cases::contexts(case.n_ctx_train) {
-            for fa in [FlashAttn::Auto, FlashAttn::Off] {
-                for ngl in [0, half, n_layer + 1] {
-                    let s = Settings {
-                        n_ctx: Some(n_ctx),
-                        n_batch: 2048,
-                        n_ubatch: 512,
-                        flash_attn: fa,
-                        n_gpu_layers: Some(ngl),
-                        ..Settings::default()
-                    };
-                    let plan = solve::plan(
-                        &profile,
-                        &path.display().to_string(),
-                        &s,
-                        &hw,
-                        Build { gpu: true },
-                    );
-                    let p = AccountingParams::from_settings(
-                        path,
-                        &s,
-                        n_ctx,
-                        i32::try_from(ngl).expect("fits"),
-                    )
-                    .expect("params");
-                    let theirs = llama::memory_breakdown(&p).expect("llama.cpp accounts it");
-                    let tag = format!(
-                        "{label} c{n_ctx} fa-{} ngl{ngl}",
-                        if fa == FlashAttn::Auto { "auto" } else { "off" }
-                    );
-                    let (line, fails) = accounting_cases::compare(&tag, &plan, &theirs);
-                    report.push(line);
-                    let (held, rest): (Vec<String>, Vec<String>) = fails
-                        .into_iter()
-                        .partition(|f| f.contains(" weights: ") || f.contains(" KV: "));
-                    failures.extend(held);
-                    not_held.extend(rest);
-                }
-            }
-        }
-    }
+    let (report, fails) = accounting_cases::per_device_matrix(&cases, || hw.clone());
+    let (failures, not_held): (Vec<String>, Vec<String>) = fails
+        .into_iter()
+        .partition(|f| f.contains(" weights: ") || f.contains(" KV: "));
     println!(
         "plan vs llama.cpp on lavapipe (per device: layers, weights, KV, compute planned/llama.cpp):\n{}",
         report.join("\n")

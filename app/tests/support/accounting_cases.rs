@@ -6,8 +6,10 @@
 
 use std::path::{Path, PathBuf};
 
-use headroom::llama;
-use headroom_planner::plan::Plan;
+use headroom::llama::{self, AccountingParams};
+use headroom_planner::hw::HardwareSnapshot;
+use headroom_planner::plan::{FlashAttn, Plan, Settings};
+use headroom_planner::solve::{self, Build};
 use headroom_planner::synth::{self, Mix, Shape};
 
 /// One model file of the accounting tests.
@@ -134,4 +136,61 @@ pub fn compare(label: &str, plan: &Plan, theirs: &[llama::BufferUse]) -> (String
         ));
     }
     (line, fails)
+}
+
+/// The per-device matrix of the RPC and Vulkan tests: every case at its
+/// contexts, flash attention auto and off, `-ngl` 0, about half (an odd
+/// count, so two equal devices never tie on a layer) and all; each planned
+/// on `machine()` (read again per load: an RPC worker's free memory moves)
+/// and compared with llama.cpp's `no_alloc` breakdown in this process.
+/// Returns the report lines and every failure of [`compare`].
+#[allow(dead_code)] // the CPU-only test compares whole processes
+pub fn per_device_matrix(
+    cases: &[Case],
+    mut machine: impl FnMut() -> HardwareSnapshot,
+) -> (Vec<String>, Vec<String>) {
+    let mut report = Vec::new();
+    let mut failures = Vec::new();
+    for case in cases {
+        let (label, path, n_layer) = (&case.label, &case.path, case.n_layer);
+        let profile = headroom::source::load_profile(path).expect("header");
+        let half = (n_layer / 2) | 1;
+        for n_ctx in contexts(case.n_ctx_train) {
+            for fa in [FlashAttn::Auto, FlashAttn::Off] {
+                for ngl in [0, half, n_layer + 1] {
+                    let s = Settings {
+                        n_ctx: Some(n_ctx),
+                        n_batch: 2048,
+                        n_ubatch: 512,
+                        flash_attn: fa,
+                        n_gpu_layers: Some(ngl),
+                        ..Settings::default()
+                    };
+                    let plan = solve::plan(
+                        &profile,
+                        &path.display().to_string(),
+                        &s,
+                        &machine(),
+                        Build { gpu: true },
+                    );
+                    let p = AccountingParams::from_settings(
+                        path,
+                        &s,
+                        n_ctx,
+                        i32::try_from(ngl).expect("fits"),
+                    )
+                    .expect("params");
+                    let theirs = llama::memory_breakdown(&p).expect("llama.cpp accounts it");
+                    let tag = format!(
+                        "{label} c{n_ctx} fa-{} ngl{ngl}",
+                        if fa == FlashAttn::Auto { "auto" } else { "off" }
+                    );
+                    let (line, fails) = compare(&tag, &plan, &theirs);
+                    report.push(line);
+                    failures.extend(fails);
+                }
+            }
+        }
+    }
+    (report, failures)
 }
