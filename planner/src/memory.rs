@@ -538,8 +538,27 @@ struct Compute {
     /// What every device running layers is sent besides the residual: the
     /// attention masks and the V cache's indices (part of `inputs`).
     sent: u64,
-    /// The largest layer stage on a GPU or RPC device, beyond `inputs`.
-    device_stage: u64,
+    /// The attention stage on a device, beyond `inputs` (with and without
+    /// the KQ matrix, which a device whose largest tensor is smaller
+    /// refuses).
+    attn_stage: u64,
+    /// `attn_stage` without the KQ matrix.
+    attn_stage_no_kq: u64,
+    /// The dense FFN stage on a device, beyond `inputs`.
+    dense_stage: u64,
+    /// The expert FFN stage on a device, beyond `inputs` (0: no experts).
+    moe_stage: u64,
+    /// One FFN-wide f32 activation: `n_ff × n_tokens × 4` (widest layer).
+    ffn_rows: u64,
+    /// What is live beside a stacked expert weight while its product runs:
+    /// the used experts' activations and the router's rows.
+    expert_op: u64,
+    /// The query rows: `n_head × head_dim × n_tokens × 4`.
+    q: u64,
+    /// One attention mask over the whole cache.
+    mask: u64,
+    /// Every attention mask (part of `inputs` and `sent`).
+    masks: u64,
     /// Largest per-layer intermediate (attention or FFN stage) beyond `inputs`.
     layer_peak: u64,
     /// Logits of the reserved outputs.
@@ -548,8 +567,6 @@ struct Compute {
     /// same size): a device whose largest tensor is smaller refuses the
     /// product, and the CPU computes it.
     kq: u64,
-    /// `device_stage` on a device that refuses the KQ matrix.
-    device_stage_no_kq: u64,
 }
 
 fn compute_parts(p: &ModelProfile, ctx: &Context) -> Compute {
@@ -663,18 +680,104 @@ fn compute_parts(p: &ModelProfile, ctx: &Context) -> Compute {
         inputs: inputs as u64,
         et4: et4 as u64,
         sent: (masks + v_idxs) as u64,
+        masks: masks as u64,
         layer_peak: (attn.max(dense_ff).max(moe_ff) + per_layer_inputs) as u64,
-        device_stage: (attn - 3.0 * et4)
-            .max(dense_ff - 3.0 * et4)
-            .max(if moe_ff > 0.0 { moe_ff + et4 } else { 0.0 })
-            .max(0.0) as u64,
-        device_stage_no_kq: (attn - kq_bytes - 3.0 * et4)
-            .max(dense_ff - 3.0 * et4)
-            .max(if moe_ff > 0.0 { moe_ff + et4 } else { 0.0 })
-            .max(0.0) as u64,
+        attn_stage: (attn - 3.0 * et4).max(0.0) as u64,
+        attn_stage_no_kq: (attn - kq_bytes - 3.0 * et4).max(0.0) as u64,
+        dense_stage: (dense_ff - 3.0 * et4).max(0.0) as u64,
+        moe_stage: if moe_ff > 0.0 { moe_ff + et4 } else { 0.0 } as u64,
+        ffn_rows: (f(widest_ff) * t * 4.0) as u64,
+        expert_op: match p.experts {
+            Some(ex) => {
+                let n_ff_exp = f(expert_ff(p).unwrap_or(u64::from(p.n_ff)));
+                let per_expert = (3.0 * n_ff_exp).max(2.0 * n_ff_exp + e);
+                (per_expert * f(u64::from(ex.used)) * t * 4.0 + f(u64::from(ex.count)) * t * 4.0)
+                    as u64
+            }
+            None => 0,
+        },
+        q: q as u64,
+        mask: (f(u64::from(ctx.n_ctx_seq)) * t * mask_elem) as u64,
         logits: (f(p.n_vocab) * f(u64::from(ctx.n_outputs)) * 4.0) as u64,
         kq: kq_bytes as u64,
     }
+}
+
+/// The largest layer stage on a device that runs layers, beyond the inputs:
+/// a KQ matrix larger than the device takes is computed on the CPU, and so
+/// are the products of stacked experts it refuses (all of them: one it
+/// takes, the up or gate product, is the stage's peak).
+fn device_stage(p: &ModelProfile, c: &Compute, max_tensor: u64, vulkan: bool) -> u64 {
+    let attn = if c.kq > max_tensor {
+        c.attn_stage_no_kq
+    } else {
+        c.attn_stage
+    };
+    let experts_taken = p
+        .layers
+        .iter()
+        .flat_map(|l| &l.tensors)
+        .filter(|t| t.name.contains("_exps."))
+        .any(|t| t.bytes <= max_tensor);
+    // Vulkan's expert stage keeps three residual rows fewer than an RPC
+    // worker's (measured on lavapipe against two RPC workers).
+    let moe = match (experts_taken, vulkan) {
+        (false, _) => 0,
+        (true, false) => c.moe_stage,
+        (true, true) => c.moe_stage.saturating_sub(product([3, c.et4])),
+    };
+    attn.max(c.dense_stage).max(moe)
+}
+
+/// What the device that offloads the CPU layers' big-batch products holds
+/// (Vulkan's `offload_op`, `ggml-backend.cpp` `split_graph`): every product
+/// with a weight left on the CPU starts a split of its own, whose copy of
+/// the weight lives in the device's compute buffer beside that product's
+/// activations; the attention between them (no weight: the scheduler
+/// extends the device's ops over it) runs there too, on copies of the
+/// layer's K and V, unless its KQ matrix is larger than the device takes.
+/// Weights the device refuses stay on the CPU with their products. Measured
+/// on lavapipe (`app/tests/run/vulkan.rs`): the allocator places the
+/// largest weight beside the attention's copies at long contexts.
+fn offload_stage(
+    p: &ModelProfile,
+    ctx: &Context,
+    c: &Compute,
+    lay: &Layout,
+    max_tensor: u64,
+) -> u64 {
+    let on_cpu = p
+        .layers
+        .iter()
+        .take(lay.cpu_layers as usize)
+        .flat_map(|l| &l.tensors)
+        .filter(|t| t.dims.len() >= 2 && t.bytes <= max_tensor);
+    let mut products = 0;
+    let mut largest = 0;
+    for t in on_cpu {
+        let live = if t.name.contains("_exps.") {
+            sum([c.expert_op, c.et4])
+        } else if t.name.contains(".ffn_gate") || t.name.contains(".ffn_up") {
+            c.dense_stage
+        } else if t.name.contains(".ffn_down") {
+            sum([c.ffn_rows, c.et4])
+        } else {
+            sum([c.q, c.et4])
+        };
+        products = products.max(sum([t.bytes, live]));
+        largest = largest.max(t.bytes);
+    }
+    let attention = if ctx.flash_attn || c.kq <= max_tensor {
+        let kv = (0..lay.cpu_layers as usize)
+            .map(|il| kv_bytes_layer(p, ctx, il))
+            .max()
+            .unwrap_or(0);
+        let kq = if ctx.flash_attn { 0 } else { c.kq };
+        sum([kv, c.mask, c.q, c.et4, kq, largest])
+    } else {
+        0
+    };
+    sum([product([2, c.et4]), products.max(attention)])
 }
 
 /// The expert FFN width, from the first stacked expert tensor's shape.
@@ -708,8 +811,12 @@ struct Layout {
     /// Some layer is offloaded: llama.cpp then uses the pinned `CUDA_Host`
     /// buffer for the CPU's compute and maps the CUDA runtime.
     uses_gpu: bool,
-    /// The GPU of the output layer (`None`: the CPU).
+    /// The GPU of the output layer (`None`: the CPU) whose logits it
+    /// computes: not one that refuses the output matrix.
     out_dev: Option<usize>,
+    /// The GPU the output layer is placed on, whether or not it takes the
+    /// output matrix: it holds the output norm either way.
+    out_layer: Option<usize>,
     /// Repeating layers on each share of the split.
     layers_gpu: Vec<u32>,
     /// Repeating layers left on the CPU.
@@ -724,6 +831,8 @@ struct Layout {
     op_offload: Option<usize>,
     /// Per GPU, the largest tensor it takes (`u64::MAX`: no limit).
     max_tensor: Vec<u64>,
+    /// Per GPU, whether llama.cpp drives it through Vulkan.
+    vulkan: Vec<bool>,
 }
 
 /// Copies of every split's inputs and of the graph inputs that llama.cpp's
@@ -752,27 +861,33 @@ impl Layout {
         // A device that refuses the output matrix (larger than its largest
         // tensor) leaves it on the CPU, and the logits are computed there.
         let out_matrix = p.output.as_ref().or(p.token_embd.as_ref());
+        let out_layer = out_dev;
         let out_dev = out_dev.filter(|&g| {
             m.gpus
                 .get(g)
                 .zip(out_matrix)
                 .is_none_or(|(spec, t)| spec.takes(t))
         });
-        let op_offload = m
-            .gpus
-            .first()
-            .filter(|g| g.backend() == Backend::Vulkan)
-            .map(|_| 0);
+        // The scheduler asks the devices in order, and RPC workers (first
+        // in llama.cpp's list) never offer it.
+        let op_offload = m.gpus.iter().position(|g| g.backend() == Backend::Vulkan);
         let max_tensor = m.gpus.iter().map(GpuSpec::max_tensor_bytes).collect();
+        let vulkan = m
+            .gpus
+            .iter()
+            .map(|g| g.backend() == Backend::Vulkan)
+            .collect();
         Self {
             n_gpu,
             uses_gpu: n_gpu > 0 && placement.n_gpu_layers > 0,
             out_dev,
+            out_layer,
             layers_gpu,
             cpu_layers,
             pipeline,
             op_offload,
             max_tensor,
+            vulkan,
         }
     }
 }
@@ -887,7 +1002,7 @@ fn place_weights(
             "per_layer_model_proj.weight" | "per_layer_proj_norm.weight" => {
                 place(t, placement.device_of(p.n_layer, 0), 1.0);
             }
-            _ => place(t, out_dev, 1.0),
+            _ => place(t, lay.out_layer, 1.0),
         }
     }
     if p.output.is_none() && out_dev.is_some() {
@@ -1006,18 +1121,58 @@ fn compute_buffers(p: &ModelProfile, ctx: &Context, lay: &Layout) -> ComputeBuff
     let copies = if lay.pipeline { SCHED_COPIES } else { 1 };
     let cpu = if !uses_gpu {
         sum([c.inputs, c.layer_peak.max(output_stage)])
-    } else if lay.op_offload.is_some() && !(lay.cpu_layers == 0 && out_dev.is_some()) {
-        // The CPU layers' products run on the device: what stays on the CPU
-        // (their small ops, or the output stage) shares one buffer.
-        let layers = if lay.cpu_layers > 0 { c.layer_peak } else { 0 };
+    } else if let Some(og) = lay
+        .op_offload
+        .filter(|_| !(lay.cpu_layers == 0 && out_dev.is_some()))
+    {
+        // The CPU layers' products run on the device, and so does their
+        // attention unless the device refuses its KQ matrix, or their
+        // experts' products when it refuses the stacked experts: what
+        // stays on the CPU (two residual rows, or those stages, or the
+        // output stage) shares one buffer (measured on lavapipe, alone and
+        // beside two RPC workers).
+        let max_tensor = lay.max_tensor.get(og).copied().unwrap_or(u64::MAX);
+        let attn = if !ctx.flash_attn && c.kq > max_tensor {
+            c.attn_stage
+        } else {
+            product([2, c.et4])
+        };
+        let experts_refused = p
+            .layers
+            .iter()
+            .flat_map(|l| &l.tensors)
+            .any(|t| t.name.contains("_exps.") && t.bytes > max_tensor);
+        let moe = if experts_refused { c.moe_stage } else { 0 };
+        let layers = if lay.cpu_layers > 0 { attn.max(moe) } else { 0 };
         let output = if out_dev.is_none() { output_stage } else { 0 };
-        sum([c.inputs, layers.max(output)])
+        sum([product([copies, c.inputs]), layers.max(output)])
     } else if lay.cpu_layers == 0 && out_dev.is_some() {
         sum([product([copies, c.inputs]), product([2, c.et4])])
     } else {
         let layers = if lay.cpu_layers > 0 { c.layer_peak } else { 0 };
         let output = if out_dev.is_none() { output_stage } else { 0 };
         sum([c.inputs, layers, output])
+    };
+    // A device that refuses the KQ matrix leaves its layers' attention
+    // products to the CPU, which computes them on copies of the layer's K
+    // and V (measured on lavapipe, `app/tests/run/vulkan.rs`).
+    let refuses_kq = !ctx.flash_attn
+        && (0..lay.n_gpu).any(|g| {
+            lay.layers_gpu.get(g).copied().unwrap_or(0) > 0
+                && c.kq > lay.max_tensor.get(g).copied().unwrap_or(u64::MAX)
+        });
+    let cpu = if refuses_kq {
+        let kv = (0..p.n_layer as usize)
+            .map(|il| kv_bytes_layer(p, ctx, il))
+            .max()
+            .unwrap_or(0);
+        // Not held: with layers of its own as well, the CPU's buffer can
+        // take two places for the two kinds of KQ matrix (measured: 4178
+        // MiB for Qwen3-30B-A3B at 32k with half its layers on lavapipe),
+        // or one (Gemma 3 4B at 32k, Llama 8B at 4k).
+        cpu.max(sum([c.inputs, c.kq, kv, c.q, c.et4]))
+    } else {
+        cpu
     };
     // The device the CPU's embedding rows go to, when the CPU runs no layer.
     let first = (lay.cpu_layers == 0)
@@ -1032,19 +1187,36 @@ fn compute_buffers(p: &ModelProfile, ctx: &Context, lay: &Layout) -> ComputeBuff
             let layers = lay.layers_gpu.get(g).copied().unwrap_or(0);
             let offloads_ops = lay.op_offload == Some(g) && (lay.cpu_layers > 0 || !uses_gpu);
             if layers == 0 && out_dev != Some(g) && !offloads_ops {
-                return 0;
+                // The output layer's device that refuses the output matrix
+                // still normalises the last residual (measured on lavapipe
+                // beside two RPC workers: five residual rows).
+                return if lay.out_layer == Some(g) {
+                    product([5, c.et4])
+                } else {
+                    0
+                };
             }
-            // A KQ matrix larger than the device takes is computed on the CPU.
-            let device_stage = if c.kq > lay.max_tensor.get(g).copied().unwrap_or(u64::MAX) {
-                c.device_stage_no_kq
-            } else {
-                c.device_stage
-            };
-            let stage = if layers > 0 || offloads_ops {
-                sum([c.inputs, device_stage])
+            let max_tensor = lay.max_tensor.get(g).copied().unwrap_or(u64::MAX);
+            // The masks go where the softmax runs: to the CPU, with the
+            // KQ matrix a device refuses.
+            let masks = if !ctx.flash_attn && c.kq > max_tensor {
+                c.masks
             } else {
                 0
             };
+            let inputs = c.inputs.saturating_sub(masks);
+            let stage = if layers > 0 {
+                let vulkan = lay.vulkan.get(g).copied().unwrap_or(false);
+                sum([inputs, device_stage(p, &c, max_tensor, vulkan)])
+            } else {
+                0
+            };
+            let offload = if offloads_ops {
+                offload_stage(p, ctx, &c, lay, max_tensor)
+            } else {
+                0
+            };
+            let stage = stage.max(offload);
             let out = if out_dev == Some(g) {
                 sum([c.logits, c.et4])
             } else {
@@ -1053,7 +1225,12 @@ fn compute_buffers(p: &ModelProfile, ctx: &Context, lay: &Layout) -> ComputeBuff
             let b = stage.max(out);
             match (lay.pipeline, first == Some(g)) {
                 (false, false) => b,
-                (false, true) => sum([b, product([3, c.et4]), c.sent]),
+                // Vulkan keeps the masks it is sent in the inputs already
+                // (measured on lavapipe); an RPC worker copies them.
+                (false, true) if lay.vulkan.get(g).copied().unwrap_or(false) => {
+                    sum([b, product([3, c.et4])])
+                }
+                (false, true) => sum([b, product([3, c.et4]), c.sent.saturating_sub(masks)]),
                 (true, true) => sum([b, product([3, c.sent]), product([14, c.et4])]),
                 (true, false) => sum([b, product([4, c.sent]), product([8, c.et4])]),
             }
