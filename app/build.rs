@@ -151,6 +151,12 @@ fn run() -> Result<(), BuildError> {
         .extra_warnings(true)
         .compile("headroom_shim");
 
+    // Every call to llama_decode goes through the shim's guard
+    // (shim/decode.cpp), which catches the C++ exceptions a backend throws
+    // while decoding; `-u` pulls the guard out of the shim's archive
+    // wherever the linker meets the first call.
+    println!("cargo:rustc-link-arg=-Wl,--wrap=llama_decode");
+    println!("cargo:rustc-link-arg=-Wl,-u,__wrap_llama_decode");
     println!(
         "cargo:rustc-env=HEADROOM_LLAMA_CPP_VERSION={}",
         version_string(built.as_ref(), &src)

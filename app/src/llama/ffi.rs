@@ -190,6 +190,16 @@ unsafe extern "C" {
         err_len: usize,
     ) -> i32;
 
+    /// See decode.cpp: the message of the C++ exception the calling
+    /// thread's last `llama_decode` caught ("" when none).
+    pub(crate) fn hr_decode_error() -> *const c_char;
+
+    /// See decode.cpp: how many `llama_decode` calls went through the guard.
+    pub(crate) fn hr_decode_calls() -> u64;
+
+    /// See decode.cpp: the guard's path with an exception thrown in it.
+    pub(crate) fn hr_decode_guard_selftest() -> i32;
+
     /// See accounting.h: llama-quantize's type choice per tensor.
     pub(crate) fn hr_quant_types(
         m: *const HrQuantModel,

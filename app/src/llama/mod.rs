@@ -14,6 +14,7 @@
 
 pub mod accounting;
 pub mod backend;
+pub mod decode;
 pub mod devices;
 pub mod error;
 mod ffi;

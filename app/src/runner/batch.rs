@@ -355,9 +355,11 @@ impl<'e> Scheduler<'e> {
                 continue;
             }
             let t0 = Instant::now();
-            // Unguarded llama_decode: see ACCEPTED RISK in Session::generate.
             if let Err(e) = ctx.decode(&mut batch) {
-                let why = format!("llama.cpp failed to evaluate a batch: {e}");
+                let why = format!(
+                    "llama.cpp failed to evaluate a batch: {}",
+                    crate::llama::decode::describe(&e)
+                );
                 for i in 0..self.slots.len() {
                     if let Some(a) = self.slots[i].take() {
                         let _ = a.job.events.send(Event::Failed(why.clone()));

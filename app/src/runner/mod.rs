@@ -32,6 +32,7 @@ use llama_cpp_2::token::LlamaToken;
 use llama_cpp_2::token::logit_bias::LlamaLogitBias;
 use serde::Serialize;
 
+use crate::llama;
 use crate::llama::AccountingParams;
 use text::{Matched, StopMatcher, Utf8Stream};
 
@@ -360,10 +361,12 @@ impl Session<'_> {
         for (i, &t) in tokens.iter().enumerate() {
             self.batch.add(t, i32::try_from(i)?, &[0], i == last)?;
         }
-        // Unguarded llama_decode: see ACCEPTED RISK in `generate`.
-        self.ctx
-            .decode(&mut self.batch)
-            .map_err(|e| anyhow::anyhow!("llama.cpp failed to evaluate the warm-up batch: {e}"))?;
+        self.ctx.decode(&mut self.batch).map_err(|e| {
+            anyhow::anyhow!(
+                "llama.cpp failed to evaluate the warm-up batch: {}",
+                llama::decode::describe(&e)
+            )
+        })?;
         self.batch.clear();
         self.clear();
         self.ctx.reset_timings();
@@ -400,34 +403,21 @@ impl Session<'_> {
                 prompt.len()
             );
         }
-        // ACCEPTED RISK: the llama.cpp calls below that no shim guards.
-        // `self.ctx.decode` (llama_decode) and `sampler.sample` /
-        // `accept_many` (llama_sampler_*) go through llama-cpp-2, which keeps
-        // the context and sampler pointers private, so unlike tokenizing
-        // (llama::vocab) and chat templates (llama::template) they cannot be
-        // routed through the shim's try/catch (app/shim/shim_guard.h).
-        // What could go wrong there:
-        // * a C++ exception unwinding into Rust, which aborts the process
-        //   ("Rust cannot catch foreign exceptions"): std::bad_alloc from the
-        //   per-batch bookkeeping in llama_context::decode or the sampler's
-        //   n_vocab candidate array;
-        // * a GGML_ASSERT / GGML_ABORT: a batch over n_batch, a compute
-        //   backend failing (a CUDA error, device memory gone). That is
-        //   abort(), which no wrapper could catch anyway.
-        // Why it stays unwrapped: wrapping would mean reading llama-cpp-2's
-        // private pointers by layout (as llama::vocab does for the vocab) for
-        // the hottest calls of the runner, against a crate that may change
-        // them; the exceptions it would catch are the out-of-memory ones the
-        // plan exists to prevent.
-        // What defends instead: the planner refuses, before any weight is
-        // read, a model and context that do not fit the memory budget, and
-        // the plan is checked against llama.cpp's own no_alloc accounting of
-        // the very same load (guard, preflight), so the buffers decode and
-        // sampling use are sized, and mostly allocated, before the first
-        // token; batches are built here within n_batch and the context
-        // (checked above); hostile GGUF headers are refused before llama.cpp
-        // opens the file. What remains is memory taken by another process
-        // after the plan: the same abort llama.cpp's own tools have.
+        // `self.ctx.decode` (llama_decode) is guarded: the linker routes it
+        // through the shim's try/catch (app/shim/decode.cpp, `llama::decode`),
+        // so a C++ exception from the backend (Vulkan's lazily allocated
+        // buffers, a lost device) ends the request with one line.
+        // ACCEPTED RISK: `sampler.sample` / `accept_many` (llama_sampler_*)
+        // go through llama-cpp-2 unguarded: a std::bad_alloc from the
+        // sampler's n_vocab candidate array would unwind into Rust and abort.
+        // A GGML_ASSERT / GGML_ABORT (a batch over n_batch, a backend
+        // failing) is abort() anywhere, which no wrapper can catch.
+        // What defends: the planner refuses, before any weight is read, a
+        // model and context that do not fit the memory budget, and the plan
+        // is checked against llama.cpp's own no_alloc accounting of the very
+        // same load (guard, preflight); batches are built here within
+        // n_batch and the context (checked above); hostile GGUF headers are
+        // refused before llama.cpp opens the file.
         self.reuse_prefix(prompt);
         let mut sampler = self.sampler(opts);
         sampler.accept_many(prompt.iter());
@@ -456,7 +446,10 @@ impl Session<'_> {
                 // the cache, so the next turn evaluates from the start
                 // instead of trusting cells it cannot account for.
                 self.clear();
-                bail!("llama.cpp failed to evaluate the prompt: {e}");
+                bail!(
+                    "llama.cpp failed to evaluate the prompt: {}",
+                    llama::decode::describe(&e)
+                );
             }
             // Only what llama.cpp evaluated is counted as cached.
             self.cached.extend_from_slice(chunk);
@@ -546,7 +539,10 @@ impl Session<'_> {
             self.batch.add(token, pos, &[0], true)?;
             if let Err(e) = self.ctx.decode(&mut self.batch) {
                 self.clear();
-                bail!("llama.cpp failed to evaluate a token: {e}");
+                bail!(
+                    "llama.cpp failed to evaluate a token: {}",
+                    llama::decode::describe(&e)
+                );
             }
             self.cached.push(token);
             if stop_now {

@@ -39,7 +39,13 @@ fn machine_with(devices: &[rpc::Device]) -> hw::HardwareSnapshot {
         },
     )
     .expect("overrides");
-    let devs: Vec<RpcDevice> = devices
+    hw::add_rpc_devices(base, &as_planned(devices))
+}
+
+/// Connected workers as the planner's devices, each with the memory
+/// llama.cpp read from it.
+pub fn as_planned(devices: &[rpc::Device]) -> Vec<RpcDevice> {
+    devices
         .iter()
         .map(|d| RpcDevice {
             name: d.buffer_name.clone(),
@@ -47,8 +53,7 @@ fn machine_with(devices: &[rpc::Device]) -> hw::HardwareSnapshot {
             total_bytes: d.total_bytes,
             budget_bytes: None,
         })
-        .collect();
-    hw::add_rpc_devices(base, &devs)
+        .collect()
 }
 
 /// Two workers connected in this process; llama.cpp's `no_alloc` accounting

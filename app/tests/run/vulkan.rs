@@ -15,6 +15,7 @@ use headroom_planner::hw::{self, Overrides, ProbeOptions};
 use serde_json::Value;
 
 use crate::accounting_cases;
+use crate::rpc_worker::Worker;
 use crate::support::{Sandbox, bin, model, one_at_a_time};
 
 const GIB: u64 = 1 << 30;
@@ -166,6 +167,52 @@ fn plan_per_device_matches_llama_cpp_on_lavapipe() {
     );
 }
 
+/// lavapipe with two loopback RPC workers: three devices (llama.cpp puts
+/// the workers first), per device against llama.cpp's `no_alloc`
+/// accounting over the same matrix; weights and KV held, compute and totals
+/// printed.
+#[test]
+fn plan_per_device_matches_llama_cpp_on_lavapipe_and_two_workers() {
+    let _gate = one_at_a_time();
+    if !in_child("vulkan::plan_per_device_matches_llama_cpp_on_lavapipe_and_two_workers") {
+        return;
+    }
+    let workers = [Worker::start(None), Worker::start(None)];
+    let endpoints: Vec<String> = workers.iter().map(|w| w.endpoint.clone()).collect();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cases = accounting_cases::cases(dir.path(), model().to_path_buf());
+    let (report, fails) = accounting_cases::per_device_matrix(&cases, || {
+        let devices = llama::rpc::connect(&endpoints).expect("workers connect");
+        hw::add_rpc_devices(machine(), &crate::rpc::as_planned(&devices))
+    });
+    assert!(
+        report
+            .iter()
+            .all(|l| l.contains("Vulkan0") && l.contains("RPC")),
+        "three devices in every case:\n{}",
+        report.join("\n")
+    );
+    let (failures, not_held): (Vec<String>, Vec<String>) = fails
+        .into_iter()
+        .partition(|f| f.contains(" weights: ") || f.contains(" KV: "));
+    println!(
+        "plan vs llama.cpp on lavapipe and two RPC workers (per device: layers, weights, KV, compute planned/llama.cpp):\n{}",
+        report.join("\n")
+    );
+    println!(
+        "{} compute or total comparisons of {} cases outside 15% / 5% (not held yet, issue #21):\n{}",
+        not_held.len(),
+        report.len(),
+        not_held.join("\n")
+    );
+    assert!(
+        failures.is_empty(),
+        "{} comparisons out of tolerance:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
 /// The instruct demo with every layer on lavapipe gives the CPU's greedy
 /// answer (a few tokens: lavapipe decodes at about 0.4 tok/s), on the
 /// device the plan put its layers on. The peak RSS (which includes the
@@ -228,4 +275,35 @@ fn every_layer_on_lavapipe_gives_the_cpu_s_answer() {
         planned as f64 / 1048576.0,
         planned as f64 / peak.max(1) as f64
     );
+}
+
+/// Every `llama_decode` of the program goes through the shim's guard
+/// (`-Wl,--wrap=llama_decode`): a real decode in this process is counted
+/// by it, and an exception thrown inside the guard (as Vulkan's
+/// `vk::SystemError` would be from a buffer allocated at the first decode)
+/// comes back as a code and one line, not an abort.
+#[test]
+fn decode_is_guarded_against_backend_exceptions() {
+    let _gate = one_at_a_time();
+    let (code, words) = llama::decode::self_test();
+    assert_eq!(code, llama::decode::THREW);
+    assert!(
+        words.starts_with("llama.cpp threw: ") && words.contains("ErrorOutOfDeviceMemory"),
+        "{words}"
+    );
+    let settings = headroom_planner::plan::Settings {
+        n_ctx: Some(256),
+        ..headroom_planner::plan::Settings::default()
+    };
+    let spec =
+        llama::AccountingParams::from_settings(crate::demo::instruct_model(), &settings, 256, 0)
+            .expect("params");
+    let engine = headroom::runner::Engine::load(&spec, None).expect("the demo loads");
+    let before = llama::decode::calls();
+    let session = engine.session().expect("a session warms up with a decode");
+    assert!(
+        llama::decode::calls() > before,
+        "the warm-up decode went through the guard ({before} calls before)"
+    );
+    drop(session);
 }
