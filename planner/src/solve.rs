@@ -524,6 +524,7 @@ pub fn plan(
         mmap: s.mmap,
         repack: s.repack,
         tensor_split: pl.layers_per_gpu(p.n_layer),
+        logits: crate::plan::Logits::of(s),
     };
     let ngl_effective = if has_gpu { ngl } else { 0 };
     let mut llama_args = llama_args(path, s, &est.ctx, ngl_effective, n_cpu_moe, &resolved);
