@@ -269,6 +269,10 @@ pub enum WarningCode {
     /// The architecture has no synthetic test against llama.cpp's own
     /// accounting: its plan follows the generic rules and may be off.
     UnverifiedArchitecture,
+    /// The GPUs decode slower than the CPU (a software device such as
+    /// lavapipe, measured): the plan keeps every layer in RAM unless
+    /// `-ngl` says otherwise.
+    GpuSlowerThanCpu,
 }
 
 /// A warning attached to a plan.

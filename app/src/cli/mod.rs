@@ -67,6 +67,18 @@ pub enum Command {
     Catalog(CatalogArgs),
     /// Print a shell completion script (e.g. `headroom completions bash > ~/.local/share/bash-completion/completions/headroom`).
     Completions(CompletionsArgs),
+    /// Measure one GPU-type device's speed (internal: started by headroom
+    /// itself, in a child process, at a device's first use).
+    #[command(name = "probe-device", hide = true)]
+    ProbeDevice(ProbeDeviceArgs),
+}
+
+/// `headroom probe-device` (hidden).
+#[derive(Debug, Args)]
+pub struct ProbeDeviceArgs {
+    /// llama.cpp's name of the device (`Vulkan0`).
+    #[arg(value_name = "NAME")]
+    pub name: String,
 }
 
 /// `headroom demo-model`.
