@@ -275,8 +275,9 @@ fn key_of(d: &LlamaDevice) -> String {
 
 /// The speed of registry device `d`: from `device-speed-v1.json` in
 /// headroom's cache when this llama.cpp build measured it before, else
-/// measured now ([`measure`]) and stored there. `None` when it cannot be
-/// measured.
+/// measured now ([`measure`], in a child process) and stored there; a
+/// figure taken on a busy machine is measured again once it is quiet.
+/// `None` when it cannot be measured.
 #[must_use]
 pub fn speed_of(d: &LlamaDevice) -> Option<MeasuredSpeed> {
     let path = crate::files::cache_dir()
@@ -290,14 +291,29 @@ pub fn speed_of(d: &LlamaDevice) -> Option<MeasuredSpeed> {
         .filter(|v| v["build"] == build.as_str())
         .unwrap_or_else(|| serde_json::json!({ "build": build, "devices": {} }));
     let key = key_of(d);
-    if let Some(m) = doc["devices"]
-        .get(&key)
-        .and_then(|v| serde_json::from_value::<MeasuredSpeed>(v.clone()).ok())
+    let entry = doc["devices"].get(&key).cloned();
+    let cached = entry
+        .clone()
+        .and_then(|v| serde_json::from_value::<MeasuredSpeed>(v).ok());
+    // As the RAM bandwidth: a figure taken while other work kept the cores
+    // busy (lavapipe computes on them) is measured again on a quiet
+    // machine, keeping the better of the two.
+    let cached_busy = entry.is_some_and(|v| v["busy"] == true);
+    let busy = headroom_planner::hw::bandwidth::machine_busy();
+    if let Some(m) = cached
+        && (!cached_busy || busy)
     {
         return Some(m);
     }
-    let m = in_child(&d.name)?;
-    if let (Some(p), Ok(v)) = (path, serde_json::to_value(m)) {
+    let Some(fresh) = in_child(&d.name) else {
+        return cached;
+    };
+    let m = cached.map_or(fresh, |c| MeasuredSpeed {
+        bandwidth_bytes_per_s: c.bandwidth_bytes_per_s.max(fresh.bandwidth_bytes_per_s),
+        per_node_ns: c.per_node_ns.min(fresh.per_node_ns),
+    });
+    if let (Some(p), Ok(mut v)) = (path, serde_json::to_value(m)) {
+        v["busy"] = serde_json::Value::Bool(busy);
         doc["devices"][&key] = v;
         if let Some(dir) = p.parent() {
             let _ = std::fs::create_dir_all(dir);
