@@ -269,6 +269,10 @@ pub enum WarningCode {
     /// The architecture has no synthetic test against llama.cpp's own
     /// accounting: its plan follows the generic rules and may be off.
     UnverifiedArchitecture,
+    /// The GPUs decode slower than the CPU (a software device such as
+    /// lavapipe, measured): the plan keeps every layer in RAM unless
+    /// `-ngl` says otherwise.
+    GpuSlowerThanCpu,
 }
 
 /// A warning attached to a plan.
@@ -338,6 +342,47 @@ pub struct Resolved {
     pub repack: bool,
     /// Layers per GPU, in device order (llama.cpp's `--tensor-split`).
     pub tensor_split: Vec<u32>,
+    /// Logits rows the compute buffer reserves: one per sequence (headroom's
+    /// runner, llama-server) or a whole physical batch (llama.cpp's library
+    /// default: llama-completion, llama-fit-params).
+    pub logits: Logits,
+}
+
+/// How many logits rows llama.cpp reserves in the compute buffer
+/// (`n_outputs_max`, `llama-context.cpp`: 0 means `n_batch`, and the
+/// reserve graph takes min(n_ubatch, n_outputs_max) rows of n_vocab f32).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Logits {
+    /// One row per sequence (`n_outputs_max` = `n_seq_max`): what
+    /// headroom's runner and llama-server (`server_output_limits`) ask for.
+    Sequence,
+    /// A row per token of the physical batch (n_vocab × n_ubatch × 4
+    /// bytes): llama.cpp's default, which llama-completion and
+    /// llama-fit-params keep.
+    Batch,
+}
+
+impl Logits {
+    /// The setting of [`Settings::logits_per_sequence`].
+    #[must_use]
+    pub fn of(s: &Settings) -> Self {
+        if s.logits_per_sequence {
+            Self::Sequence
+        } else {
+            Self::Batch
+        }
+    }
+
+    /// The llama.cpp tool that reserves this many rows, so that the
+    /// printed command allocates what the plan shows.
+    #[must_use]
+    pub fn llama_tool(self) -> &'static str {
+        match self {
+            Self::Sequence => "llama-server",
+            Self::Batch => "llama-completion",
+        }
+    }
 }
 
 /// A plan for one model file on one machine.

@@ -131,6 +131,8 @@ fn machine(hw: &HardwareSnapshot, build: Build) -> Machine {
         .map(|(&(bandwidth, _, fp16), g)| {
             if g.kind == DeviceKind::Rpc {
                 speed::cpu_throughput(bandwidth, threads, &hw.cpu.features, speed::CPU_PER_LAYER_S)
+            } else if let Some(measured) = g.llama.as_ref().and_then(|l| l.speed) {
+                speed::measured_throughput(&measured)
             } else {
                 speed::gpu_throughput(bandwidth, fp16)
             }
@@ -252,7 +254,8 @@ fn speed_basis(hw: &HardwareSnapshot, p: &ModelProfile, e: &Estimate, m: &Machin
             .iter()
             .zip(&m.gpu_sources)
             .zip(bytes.iter().skip(1))
-            .map(|((d, &(bandwidth, source, fp16)), &b)| GpuBasis {
+            .zip(&m.spec.gpus)
+            .map(|(((d, &(bandwidth, source, fp16)), &b), g)| GpuBasis {
                 name: d.name.clone(),
                 kind: d.kind,
                 bandwidth_bytes_per_s: bandwidth,
@@ -260,6 +263,7 @@ fn speed_basis(hw: &HardwareSnapshot, p: &ModelProfile, e: &Estimate, m: &Machin
                 fp16_flops_per_s: fp16,
                 bytes_per_token: b,
                 n_layers: d.n_layers,
+                measured: g.llama.as_ref().and_then(|l| l.speed),
             })
             .collect(),
         network: network(p, e, m),
@@ -389,7 +393,9 @@ pub fn plan(
     let has_gpu = !m.spec.gpus.is_empty();
     let all = p.n_layer + 1;
 
-    // Choose context and layers.
+    // Choose context and layers. `kept_on_cpu`: no layer offloaded because
+    // the GPUs are slower, not for lack of memory.
+    let mut kept_on_cpu = false;
     let (ctx, ngl, n_cpu_moe) = match s.n_gpu_layers {
         Some(forced) => {
             let forced = if has_gpu { forced.min(all) } else { 0 };
@@ -418,6 +424,10 @@ pub fn plan(
                     }
                     match moe_alternative(p, s, &steps, l0, &m) {
                         Some((ctx_moe, k)) => (ctx_moe, all, k),
+                        None if l0 > 0 && cpu_is_faster(p, s, chosen, l0, &m) => {
+                            kept_on_cpu = true;
+                            (chosen, 0, 0)
+                        }
                         None => (chosen, l0, 0),
                     }
                 }
@@ -437,7 +447,7 @@ pub fn plan(
     let gpu_layers: u32 = est.devices[1..].iter().map(|d| d.n_layers).sum();
     let verdict = if !ok {
         Verdict::DoesNotFit
-    } else if has_gpu && (gpu_layers < p.n_layer || n_cpu_moe > 0) {
+    } else if has_gpu && !kept_on_cpu && (gpu_layers < p.n_layer || n_cpu_moe > 0) {
         Verdict::FitsWithOffload
     } else {
         Verdict::Fits
@@ -457,6 +467,16 @@ pub fn plan(
             code: WarningCode::OffloadSlow,
             message: format!(
                 "offload: {in_ram}, est. {decode:.0} tok/s ({full:.0} tok/s fully on GPU)"
+            ),
+        });
+    }
+    if kept_on_cpu && let Some(full) = full_gpu {
+        let names: Vec<&str> = m.spec.gpus.iter().map(|g| g.name.as_str()).collect();
+        warnings.push(Warning {
+            code: WarningCode::GpuSlowerThanCpu,
+            message: format!(
+                "{} decodes slower than the CPU here (est. {full:.2} tok/s with every layer on it, {decode:.1} on the CPU): no layer offloaded; -ngl N forces it",
+                names.join(", ")
             ),
         });
     }
@@ -524,6 +544,7 @@ pub fn plan(
         mmap: s.mmap,
         repack: s.repack,
         tensor_split: pl.layers_per_gpu(p.n_layer),
+        logits: crate::plan::Logits::of(s),
     };
     let ngl_effective = if has_gpu { ngl } else { 0 };
     let mut llama_args = llama_args(path, s, &est.ctx, ngl_effective, n_cpu_moe, &resolved);
@@ -583,6 +604,29 @@ pub fn plan(
 fn round2(x: f64) -> f64 {
     let r = (x * 100.0).round() / 100.0;
     if r.is_finite() { r } else { x }
+}
+
+/// Whether a GPU's speed was measured on it (a device the GPU table does
+/// not know), `l0` GPU layers (the most that fit) decode slower than none
+/// at context `ctx`, and none fits: then the GPUs are slower than the CPU
+/// (a software device such as lavapipe), and offloading is no default.
+/// The series speed model is linear in the layers moved, so the best
+/// placement is one end or the other. Only measured devices are judged so:
+/// an assumed figure (an integrated GPU at the RAM's bandwidth) is too
+/// rough to turn a GPU down, and RPC workers were asked for by name.
+fn cpu_is_faster(p: &ModelProfile, s: &Settings, ctx: u32, l0: u32, m: &Machine) -> bool {
+    if !m
+        .spec
+        .gpus
+        .iter()
+        .any(|g| g.llama.as_ref().is_some_and(|l| l.speed.is_some()))
+    {
+        return false;
+    }
+    let on_cpu = eval(p, s, ctx, &placement(m, 0, 0), m);
+    fits(&on_cpu, m)
+        && decode_speed(p, &on_cpu, m).0
+            > decode_speed(p, &eval(p, s, ctx, &placement(m, l0, 0), m), m).0
 }
 
 /// For MoE models that do not fit whole on the GPU: the fewest layers whose

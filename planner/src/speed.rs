@@ -260,6 +260,32 @@ pub fn gpu_throughput(bandwidth: f64, fp16_flops: Option<f64>) -> Throughput {
     }
 }
 
+/// Graph nodes a decode step runs per layer on a GPU backend, each paying
+/// the fixed cost a device's probe measured
+/// ([`crate::hw::MeasuredSpeed::per_node_ns`]). Counted from llama.cpp's
+/// graph of a llama-type layer with flash attention: norm and scale (2),
+/// Q, K, V products (3), two ropes, two cache writes, the attention, the
+/// output product and its residual add (7), norm and scale (2), gate and
+/// up products (2), the gated activation (1), the down product and its
+/// residual add (2): 19, and 20 with the views ggml-vulkan does not skip.
+pub const GPU_NODES_PER_LAYER: f64 = 20.0;
+
+/// A device's throughput as its own probe measured it: the bandwidth is
+/// what llama.cpp's matrix-vector kernel reached there (no efficiency
+/// factor), and each layer pays [`GPU_NODES_PER_LAYER`] nodes' fixed cost.
+/// Prompt arithmetic is not measured: [`GPU_FLOPS_PER_BYTE`] of the
+/// measured bandwidth, as for any GPU whose FP16 rate is unknown.
+#[must_use]
+pub fn measured_throughput(m: &crate::hw::MeasuredSpeed) -> Throughput {
+    let bandwidth = m.bandwidth_bytes_per_s as f64;
+    Throughput {
+        bandwidth,
+        flops: bandwidth * GPU_FLOPS_PER_BYTE,
+        per_layer_s: m.per_node_ns as f64 * 1e-9 * GPU_NODES_PER_LAYER,
+        per_vocab_s: 0.0,
+    }
+}
+
 /// What a plan's speed estimate assumes (`speed_basis` in `plan --json`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SpeedBasis {
@@ -439,6 +465,11 @@ pub struct GpuBasis {
     pub bytes_per_token: u64,
     /// Repeating layers on this GPU.
     pub n_layers: u32,
+    /// What the device's own probe measured, when its speed was measured
+    /// (`source` is then `measured`): the estimate's bandwidth, arithmetic
+    /// and per-layer cost come from it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub measured: Option<crate::hw::MeasuredSpeed>,
 }
 
 /// Decode tokens/s when device `i` reads `bytes[i]` per token (weights plus

@@ -67,6 +67,18 @@ pub enum Command {
     Catalog(CatalogArgs),
     /// Print a shell completion script (e.g. `headroom completions bash > ~/.local/share/bash-completion/completions/headroom`).
     Completions(CompletionsArgs),
+    /// Measure one GPU-type device's speed (internal: started by headroom
+    /// itself, in a child process, at a device's first use).
+    #[command(name = "probe-device", hide = true)]
+    ProbeDevice(ProbeDeviceArgs),
+}
+
+/// `headroom probe-device` (hidden).
+#[derive(Debug, Args)]
+pub struct ProbeDeviceArgs {
+    /// llama.cpp's name of the device (`Vulkan0`).
+    #[arg(value_name = "NAME")]
+    pub name: String,
 }
 
 /// `headroom demo-model`.
@@ -415,6 +427,27 @@ pub struct PlanArgs {
     /// Draw how each device's memory grows with context against its budget.
     #[arg(long)]
     pub curve: bool,
+    /// Logits rows to plan for.
+    #[command(flatten)]
+    pub logits: LogitsArg,
+}
+
+/// `--logits`: which logits reservation to plan (`plan`) or account
+/// (`llama-accounting`) for.
+#[derive(Debug, Clone, Args)]
+pub struct LogitsArg {
+    /// Logits rows llama.cpp reserves: `sequence`, one per sequence (headroom's runner, llama-server); `batch`, one per token of the physical batch, n_vocab × ubatch × 4 bytes (llama.cpp's default: llama-completion, llama-fit-params). The printed llama.cpp command names the tool that matches.
+    #[arg(long = "logits", value_name = "ROWS", value_parser = ["sequence", "batch"], default_value = "sequence")]
+    logits: String,
+}
+
+impl LogitsArg {
+    /// Whether one row per sequence was asked for (the planner's
+    /// [`Settings::logits_per_sequence`]).
+    #[must_use]
+    pub fn per_sequence(&self) -> bool {
+        self.logits != "batch"
+    }
 }
 
 /// Generation options shared by `run` and `chat` (llama.cpp's names and defaults).
@@ -692,6 +725,9 @@ pub struct LlamaAccountingArgs {
     /// Print as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Logits rows to account for.
+    #[command(flatten)]
+    pub logits: LogitsArg,
 }
 
 /// `headroom pull`.

@@ -17,10 +17,11 @@ use crate::source::resolve_models;
 /// # Errors
 /// A model llama.cpp refuses, or bad options.
 pub fn run(args: &LlamaAccountingArgs, machine: &MachineArgs) -> Result<ExitCode> {
-    let settings = args
+    let mut settings = args
         .ctx
         .settings()
         .map_err(|e| super::UsageError(format!("{e:#}")))?;
+    settings.logits_per_sequence = args.logits.per_sequence();
     let models: Vec<String> = args.model.iter().cloned().collect();
     let path = resolve_models(&models)?.remove(0);
     // Validate the header ourselves first: llama.cpp may abort on hostile files.

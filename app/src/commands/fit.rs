@@ -495,7 +495,8 @@ fn run_it(id: &str, r: &QuantRow, custom_catalog: bool) -> String {
     };
     let model = crate::render::shell_join(std::slice::from_ref(&model));
     format!(
-        "run it   headroom pull {model}\n         headroom chat {model}\n         llama.cpp llama-cli {}\n",
+        "run it   headroom pull {model}\n         headroom chat {model}\n         llama.cpp {} {}\n",
+        r.plan.settings.logits.llama_tool(),
         crate::render::shell_join(args)
     )
 }

@@ -114,16 +114,20 @@ pub fn run(args: &HwArgs, machine: &MachineArgs) -> Result<ExitCode> {
             )?;
             continue;
         }
+        let hint = crate::render::basis::unnamed_gpu_hint(&g.name);
         let bw = match source {
             BandwidthSource::Assumed if g.bandwidth_bytes_per_s.is_none() => format!(
-                ", bandwidth unknown (plans assume {:.0} GB/s: {})",
+                ", bandwidth unknown (plans assume {:.0} GB/s: {hint})",
                 b / 1e9,
-                crate::render::basis::NAME_THE_CARD
             ),
-            BandwidthSource::Assumed => format!(
-                ", {:.0} GB/s assumed ({})",
+            BandwidthSource::Assumed => format!(", {:.0} GB/s assumed ({hint})", b / 1e9),
+            BandwidthSource::Measured => format!(
+                ", {:.2} GB/s measured on this device ({})",
                 b / 1e9,
-                crate::render::basis::NAME_THE_CARD
+                g.llama
+                    .as_ref()
+                    .and_then(|l| l.speed.as_ref())
+                    .map_or_else(String::new, crate::render::basis::measured_words)
             ),
             _ => format!(", {:.0} GB/s ({})", b / 1e9, source.as_words()),
         };

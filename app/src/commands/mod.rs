@@ -50,6 +50,13 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             std::io::Write::write_all(&mut std::io::stdout().lock(), &script)?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::ProbeDevice(args) => {
+            let json = crate::llama::device_speed::probe_json(&args.name).ok_or_else(|| {
+                anyhow::anyhow!("{}: the device could not be measured", args.name)
+            })?;
+            println!("{json}");
+            Ok(ExitCode::SUCCESS)
+        }
         Command::DemoModel(args) => {
             let path = crate::source::demo::named(&args.name)
                 .ok_or_else(|| UsageError(format!("{}: not a demo model", args.name)))??;
@@ -113,6 +120,9 @@ pub fn hardware(machine: &MachineArgs) -> Result<HardwareSnapshot> {
                 // llama.cpp's registry lists.
                 if overrides.vram_bytes.is_none() {
                     hw = phw::use_registry_devices(hw, &crate::llama::devices::registry());
+                    // A device no driver or table gives a speed for is
+                    // measured (once per machine and build, then cached).
+                    hw = phw::use_measured_speeds(hw, crate::llama::device_speed::speed_of);
                     if let Some(why) = crate::llama::devices::none_reason() {
                         hw.notes.push(format!("no GPU: {why}"));
                     }

@@ -24,6 +24,7 @@ pub fn run(args: &PlanArgs, machine: &MachineArgs) -> Result<ExitCode> {
         .ctx
         .settings()
         .map_err(|e| super::UsageError(format!("{e:#}")))?;
+    settings.logits_per_sequence = args.logits.per_sequence();
     if args.ctx.parallel == Some(crate::cli::Parallel::Auto) {
         // Only `serve` takes `auto`: plan as it plans, HTTP runtime included,
         // so the two never disagree.

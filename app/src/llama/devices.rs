@@ -106,6 +106,7 @@ fn read() -> &'static Registry {
                     host_memory: d.device_type == LlamaBackendDeviceType::IntegratedGpu
                         || is_software_device(&d.description),
                     max_tensor_bytes: max_tensor_bytes(d.index, d.memory_total as u64),
+                    speed: None,
                 },
                 total_bytes: d.memory_total as u64,
                 free_bytes: d.memory_free as u64,

@@ -7,7 +7,8 @@
 //! * [`quant`]: llama.cpp's quantization type choices, to check synthetic models.
 //! * [`backend`]: the one process-wide llama.cpp backend handle.
 //! * [`devices`]: the GPUs of llama.cpp's backend registry, and what starting
-//!   the backends cost.
+//!   the backends cost; [`device_speed`]: how fast one the GPU table does
+//!   not know really is, measured on it.
 //! * [`log`]: llama.cpp's last error lines, for messages about failed loads,
 //!   and why the shim's own log captures cannot cross threads.
 //! * [`vocab`]: tokenizing through the shim, so a tokenizer that throws is an error.
@@ -15,6 +16,7 @@
 pub mod accounting;
 pub mod backend;
 pub mod decode;
+pub mod device_speed;
 pub mod devices;
 pub mod error;
 mod ffi;

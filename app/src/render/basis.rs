@@ -11,9 +11,29 @@ use headroom_planner::speed::{
 /// What to do about a GPU bandwidth nobody stated.
 pub const NAME_THE_CARD: &str = "name the card with --gpu";
 
+/// What to do about an assumed bandwidth of the GPU named `name`: name
+/// the card, unless it is no card at all but a software Vulkan device
+/// (lavapipe), which computes on this machine's CPU.
+#[must_use]
+pub fn unnamed_gpu_hint(name: &str) -> &'static str {
+    if headroom_planner::hw::is_software_device(name) {
+        "a software Vulkan device, computing on this machine's CPU"
+    } else {
+        NAME_THE_CARD
+    }
+}
+
+/// A measured device's figures beyond its bandwidth, in words.
+#[must_use]
+pub fn measured_words(m: &headroom_planner::hw::MeasuredSpeed) -> String {
+    format!("{:.0} µs per graph node", m.per_node_ns as f64 / 1e3)
+}
+
 fn gb_s(bytes_per_s: f64) -> String {
     let gb = bytes_per_s / 1e9;
-    if gb < 100.0 {
+    if gb < 10.0 {
+        format!("{gb:.2} GB/s")
+    } else if gb < 100.0 {
         format!("{gb:.1} GB/s")
     } else {
         format!("{gb:.0} GB/s")
@@ -29,7 +49,11 @@ fn gpu_source(g: &GpuBasis) -> String {
         BandwidthSource::Assumed if g.kind == DeviceKind::Rpc => {
             "assumed: this machine's RAM bandwidth".into()
         }
-        BandwidthSource::Assumed => format!("assumed: {NAME_THE_CARD}"),
+        BandwidthSource::Assumed => format!("assumed: {}", unnamed_gpu_hint(&g.name)),
+        BandwidthSource::Measured => match &g.measured {
+            Some(m) => format!("measured on this device, {}", measured_words(m)),
+            None => "measured on this device".into(),
+        },
     }
 }
 
@@ -168,6 +192,7 @@ mod tests {
                 fp16_flops_per_s: None,
                 bytes_per_token: 4_420_000_000,
                 n_layers: 30,
+                measured: None,
             }],
             network: None,
         }

@@ -156,14 +156,21 @@ pub fn plan_text(p: &Plan, hw: &HardwareSnapshot) -> String {
         mib(p.ram.budget_bytes),
         mib(p.ram.allocated_bytes)
     );
-    let _ = writeln!(
-        s,
-        "          (CPU compute is what llama.cpp allocates; most of it, the logits of a full batch, is never touched)"
-    );
+    if p.settings.logits == headroom_planner::plan::Logits::Batch {
+        let _ = writeln!(
+            s,
+            "          (--logits batch: the compute buffers hold a logits row per batch token, allocated but almost never touched)"
+        );
+    }
     for w in &p.warnings {
         let _ = writeln!(s, "warning   {}", w.message);
     }
-    let _ = writeln!(s, "llama.cpp llama-cli {}", shell_join(&p.llama_args));
+    let _ = writeln!(
+        s,
+        "llama.cpp {} {}",
+        p.settings.logits.llama_tool(),
+        shell_join(&p.llama_args)
+    );
     if !p.alternatives.is_empty() {
         let _ = writeln!(s, "\nalso considered:");
         for a in &p.alternatives {

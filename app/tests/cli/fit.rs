@@ -582,7 +582,7 @@ fn one_model_lays_out_every_quantization() {
     assert_eq!(run_it[0], format!("run it   headroom pull {model}"));
     assert_eq!(run_it[1], format!("         headroom chat {model}"));
     assert!(
-        run_it[2].starts_with("         llama.cpp llama-cli -hf ")
+        run_it[2].starts_with("         llama.cpp llama-server -hf ")
             && run_it[2].contains(&format!(":{} ", pick.name)),
         "{}",
         run_it[2]

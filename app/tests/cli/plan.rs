@@ -196,7 +196,7 @@ fn plan_text_agrees_with_plan_json() {
         .iter()
         .filter_map(Value::as_str)
         .collect();
-    let expected = format!("llama.cpp llama-cli {}", args.join(" "));
+    let expected = format!("llama.cpp llama-server {}", args.join(" "));
     assert!(
         out.stdout.lines().any(|l| l == expected),
         "no line {expected:?} in:\n{}",
@@ -490,4 +490,96 @@ fn vram_mixing_zero_with_sizes_is_bad_usage() {
         &["--vram"],
         "--vram 8GiB,0",
     );
+}
+
+/// `--logits`: `batch` plans what llama.cpp's default reserves (a logits row
+/// per token of the physical batch), `sequence` one row per sequence. On
+/// the base demo (262k vocabulary) at `-ub 8 -np 2` the logits stage is
+/// the CPU compute buffer's high-water mark either way, so the two plans
+/// differ by exactly n_vocab × 4 × (n_ubatch − n_seq) bytes, and llama.cpp's
+/// own accounting, asked for each setting, differs by that within 1%. At the
+/// default `-ub 512` each plan is held to llama.cpp's figure for its own
+/// setting (the compute bound of the accounting matrix, 15%), and the batch
+/// one holds all 512 rows. Each plan names the llama.cpp tool whose buffers
+/// it shows.
+#[test]
+fn logits_rows_per_sequence_or_per_batch_match_llama_cpp_s_own_figures() {
+    let path = match headroom::source::demo::named("demo-base") {
+        Some(Ok(p)) => p,
+        other => panic!("the base demo model is not available: {other:?}"),
+    };
+    let n_vocab = headroom::source::load_profile(&path)
+        .expect("the base demo's header")
+        .n_vocab;
+    let cpu_compute = |logits: &str, ub: &str, np: &str| -> (u64, u64, Value) {
+        let ctx = [
+            "-c",
+            "4096",
+            "-ub",
+            ub,
+            "--parallel",
+            np,
+            "--logits",
+            logits,
+        ];
+        let mut plan_args = vec!["plan", "demo-base", "--vram", "0", "--json"];
+        plan_args.extend(ctx);
+        let p = json(&plan_args, 0);
+        assert_eq!(str_at(&p, "/settings/logits"), logits);
+        let mut acc_args = vec!["llama-accounting", "demo-base", "--json"];
+        acc_args.extend(ctx);
+        let a = json(&acc_args, 0);
+        let llama: u64 = arr_at(&a, "/buffers")
+            .iter()
+            .filter(|b| b["name"].as_str().is_some_and(|n| n.starts_with("CPU")))
+            .filter_map(|b| b["compute_bytes"].as_u64())
+            .sum();
+        (u64_at(&p, "/devices/0/compute_bytes"), llama, p)
+    };
+    // The exact difference, where the logits are the high-water mark.
+    let (plan_seq, llama_seq, _) = cpu_compute("sequence", "8", "2");
+    let (plan_batch, llama_batch, _) = cpu_compute("batch", "8", "2");
+    let expected = n_vocab * 4 * (8 - 2);
+    assert_eq!(plan_batch - plan_seq, expected, "the plan's difference");
+    let llama_diff = llama_batch as f64 - llama_seq as f64;
+    assert!(
+        (llama_diff / expected as f64 - 1.0).abs() < 0.01,
+        "llama.cpp's difference {llama_diff} against {expected}"
+    );
+    // The defaults: each setting against llama.cpp's own figure for it.
+    for logits in ["sequence", "batch"] {
+        let (plan, llama, p) = cpu_compute(logits, "512", "1");
+        let ratio = plan as f64 / llama as f64;
+        assert!(
+            (0.85..=1.15).contains(&ratio),
+            "--logits {logits}: planned {plan} B of CPU compute, llama.cpp {llama} B"
+        );
+        let rows = if logits == "batch" { 512 } else { 1 };
+        assert!(plan >= n_vocab * 4 * rows && llama >= n_vocab * 4 * rows);
+        let out = run([
+            "plan",
+            "demo-base",
+            "--vram",
+            "0",
+            "-c",
+            "4096",
+            "--logits",
+            logits,
+        ]);
+        let tool = if logits == "batch" {
+            "llama-completion"
+        } else {
+            "llama-server"
+        };
+        let args: Vec<&str> = arr_at(&p, "/llama_args")
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        let expected = format!("llama.cpp {tool} {}", args.join(" "));
+        assert!(
+            out.stdout.lines().any(|l| l == expected),
+            "no line {expected:?} in:\n{}",
+            out.stdout
+        );
+    }
 }

@@ -306,4 +306,88 @@ fn decode_is_guarded_against_backend_exceptions() {
         "the warm-up decode went through the guard ({before} calls before)"
     );
     drop(session);
+/// Issue #21, item 6: lavapipe is in no GPU table, so its speed is
+/// measured on it (`headroom probe-device`, in a child process, then
+/// cached for the machine and build): with the variable set, a plan of the
+/// instruct demo prices the device by that measurement (`speed_basis`
+/// says `measured`), shows offloading as the slowdown it is, and keeps
+/// every layer on the CPU unless `-ngl` forces them there; `hw` says what
+/// the device is instead of asking for a card's name.
+#[test]
+fn lavapipe_is_measured_and_gets_no_layer_by_default() {
+    let _gate = one_at_a_time();
+    let sb = Sandbox::new();
+    let with_lavapipe = |args: &[&str]| -> std::process::Output {
+        let mut c = sb.cmd(args);
+        c.env("GGML_VK_VISIBLE_DEVICES", "0");
+        let out = c.output().expect("headroom starts");
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    };
+    // The probe itself, measured afresh.
+    let started = std::time::Instant::now();
+    let probe = with_lavapipe(&["probe-device", "Vulkan0"]);
+    let probe_s = started.elapsed().as_secs_f64();
+    let probed: Value = serde_json::from_slice(&probe.stdout).expect("probe-device prints JSON");
+    let bandwidth = probed["bandwidth_bytes_per_s"].as_u64().unwrap_or(0);
+    assert!(bandwidth > 0, "{probed}");
+    assert!(probed["per_node_ns"].as_u64().unwrap_or(0) > 0, "{probed}");
+
+    let m = crate::demo::instruct_model().display().to_string();
+    let plan = |extra: &[&str]| -> Value {
+        let mut args = vec!["plan", m.as_str(), "--json"];
+        args.extend(extra);
+        serde_json::from_slice(&with_lavapipe(&args).stdout).expect("plan --json")
+    };
+    let auto = plan(&[]);
+    let basis = &auto["speed_basis"]["gpus"][0];
+    assert_eq!(basis["source"], "measured", "{basis}");
+    assert!(
+        basis["measured"]["bandwidth_bytes_per_s"].as_u64() > Some(0),
+        "{basis}"
+    );
+    assert_eq!(auto["n_gpu_layers"], 0, "{}", auto["warnings"]);
+    assert_eq!(auto["verdict"], "fits", "{}", auto["warnings"]);
+    let warned = auto["warnings"]
+        .as_array()
+        .is_some_and(|w| w.iter().any(|w| w["code"] == "gpu_slower_than_cpu"));
+    assert!(warned, "{}", auto["warnings"]);
+    let cpu = auto["est_decode_tokens_per_s"].as_f64().unwrap_or(0.0);
+    let full = auto["est_full_gpu_decode_tokens_per_s"]
+        .as_f64()
+        .unwrap_or(f64::MAX);
+    assert!(
+        full * 10.0 < cpu,
+        "every layer on lavapipe: est. {full} tok/s, CPU {cpu}"
+    );
+
+    let forced = plan(&["-ngl", "99"]);
+    assert_eq!(forced["n_gpu_layers"], 31, "{}", forced["warnings"]);
+    assert_eq!(forced["speed_basis"]["gpus"][0]["source"], "measured");
+    let on_device = forced["est_decode_tokens_per_s"]
+        .as_f64()
+        .unwrap_or(f64::MAX);
+    assert!(
+        on_device * 10.0 < cpu,
+        "forced: est. {on_device} tok/s, CPU {cpu}"
+    );
+
+    let hw = String::from_utf8_lossy(&with_lavapipe(&["hw"]).stdout).into_owned();
+    let line = hw
+        .lines()
+        .find(|l| l.contains("llvmpipe"))
+        .unwrap_or_else(|| panic!("no lavapipe line in:\n{hw}"));
+    assert!(
+        line.contains("measured on this device") && !line.contains("--gpu"),
+        "{line}"
+    );
+    println!(
+        "lavapipe measured {:.2} GB/s, {} ns per node (probe {probe_s:.2} s); demo est. {cpu} tok/s on the CPU, {on_device} with every layer on lavapipe",
+        bandwidth as f64 / 1e9,
+        probed["per_node_ns"]
+    );
 }

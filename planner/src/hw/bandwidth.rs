@@ -97,8 +97,10 @@ pub fn barrier_time(
 
 /// Whether other work keeps this machine's cores busy: a 1-minute load
 /// average of three quarters of the cores or more (Linux's `/proc/loadavg`;
-/// elsewhere, never).
-fn machine_busy() -> bool {
+/// elsewhere, never). Other measurements of this machine (a device's
+/// speed) follow the same rule.
+#[must_use]
+pub fn machine_busy() -> bool {
     let load = std::fs::read_to_string("/proc/loadavg").ok().and_then(|s| {
         s.split_whitespace()
             .next()

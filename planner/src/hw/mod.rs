@@ -46,12 +46,15 @@ pub use overrides::{Overrides, RpcDevice, add_rpc_devices, apply_named_gpus, app
 pub use profile::{
     DEFAULT_PROFILE_CORES, DEFAULT_PROFILE_RAM_BYTES, load_profile, parse_profile, to_profile_toml,
 };
-pub use registry::{RegistryDevice, is_software_device, use_registry_devices};
+pub use registry::{
+    RegistryDevice, is_software_device, needs_measured_speed, use_measured_speeds,
+    use_registry_devices,
+};
 pub use size::{format_size, parse_size};
 pub use types::{
     BandwidthSource, CgroupMemory, CpuInfo, DEFAULT_GPU_BANDWIDTH_BYTES_PER_S,
     DEFAULT_RAM_BANDWIDTH_BYTES_PER_S, GpuInfo, GpuVendor, HardwareSnapshot, Host, LlamaDevice,
-    ProbeOptions, RamInfo, Source, TYPICAL_DESKTOP_CHANNELS, TYPICAL_DESKTOP_CORES,
+    MeasuredSpeed, ProbeOptions, RamInfo, Source, TYPICAL_DESKTOP_CHANNELS, TYPICAL_DESKTOP_CORES,
     TYPICAL_DESKTOP_MT_S, TYPICAL_DESKTOP_RAM_BANDWIDTH_BYTES_PER_S,
     TYPICAL_DESKTOP_STREAM_FRACTION, UnifiedMemory,
 };

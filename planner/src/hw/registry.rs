@@ -7,7 +7,9 @@
 //! Guards against what drivers are known to report: free memory above the
 //! total (llama.cpp #29277) is clamped to the total.
 
-use super::types::{BandwidthSource, GpuInfo, GpuVendor, HardwareSnapshot, LlamaDevice};
+use super::types::{
+    BandwidthSource, GpuInfo, GpuVendor, HardwareSnapshot, LlamaDevice, MeasuredSpeed,
+};
 
 /// A GPU-type device of the registry (not the CPU, not an RPC worker).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,6 +132,43 @@ pub fn use_registry_devices(
     s
 }
 
+/// Whether `g` needs its speed measured: a device of this build's registry
+/// whose bandwidth neither its driver nor the GPU table gave (it is only
+/// assumed), not yet measured.
+#[must_use]
+pub fn needs_measured_speed(g: &GpuInfo) -> bool {
+    g.vendor != GpuVendor::Rpc
+        && g.bandwidth_source == BandwidthSource::Assumed
+        && g.llama.as_ref().is_some_and(|l| l.speed.is_none())
+}
+
+/// Each GPU of `s` that [`needs_measured_speed`] takes what `measure` gives
+/// for its registry device: its bandwidth becomes the measured one
+/// ([`BandwidthSource::Measured`]) and the speed model prices it by the
+/// measurement ([`crate::speed::measured_throughput`]). A device `measure`
+/// has nothing for keeps its assumed figure. Only this machine's registry
+/// devices carry a [`LlamaDevice`], so a profile's or `--gpu`'s cards are
+/// never touched.
+#[must_use]
+pub fn use_measured_speeds(
+    mut s: HardwareSnapshot,
+    mut measure: impl FnMut(&LlamaDevice) -> Option<MeasuredSpeed>,
+) -> HardwareSnapshot {
+    for g in &mut s.gpus {
+        if !needs_measured_speed(g) {
+            continue;
+        }
+        let Some(l) = g.llama.as_mut() else { continue };
+        let Some(m) = measure(l).filter(|m| m.bandwidth_bytes_per_s > 0) else {
+            continue;
+        };
+        l.speed = Some(m);
+        g.bandwidth_bytes_per_s = Some(m.bandwidth_bytes_per_s as f64);
+        g.bandwidth_source = BandwidthSource::Measured;
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,6 +190,7 @@ mod tests {
                 description: description.into(),
                 host_memory: is_software_device(description),
                 max_tensor_bytes: None,
+                speed: None,
             },
             total_bytes: total,
             free_bytes: free,

@@ -340,6 +340,24 @@ pub struct LlamaDevice {
     /// 128 MiB on lavapipe); llama.cpp keeps a larger weight on the CPU.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tensor_bytes: Option<u64>,
+    /// What a short probe on the device itself measured, for a device
+    /// neither its driver nor the GPU table gives a speed for (lavapipe, an
+    /// unknown card): this machine's only, never a profile's or `--gpu`'s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed: Option<MeasuredSpeed>,
+}
+
+/// A device's speed as measured on it through ggml (the app's
+/// `llama::device_speed`): what the speed model uses instead of an assumed
+/// bandwidth ([`crate::speed::measured_throughput`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MeasuredSpeed {
+    /// Bytes/s a matrix-vector product reads quantized weights at: an
+    /// effective figure, no efficiency factor applies.
+    pub bandwidth_bytes_per_s: u64,
+    /// Nanoseconds one graph node costs beyond its work (dispatch and
+    /// barrier), from a chain of tiny products.
+    pub per_node_ns: u64,
 }
 
 impl LlamaDevice {
@@ -365,6 +383,8 @@ pub enum BandwidthSource {
     /// Not known: [`DEFAULT_GPU_BANDWIDTH_BYTES_PER_S`] (or, for an
     /// integrated GPU, the RAM's bandwidth) stands in.
     Assumed,
+    /// Measured on this device by a short probe ([`MeasuredSpeed`]).
+    Measured,
 }
 
 impl BandwidthSource {
@@ -375,6 +395,7 @@ impl BandwidthSource {
             Self::Reported => "reported",
             Self::LookedUp => "looked up by name",
             Self::Assumed => "assumed",
+            Self::Measured => "measured on this device",
         }
     }
 }

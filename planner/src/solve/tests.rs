@@ -619,3 +619,101 @@ fn more_vram_keeps_the_experts_in_ram_placement() {
     assert_eq!(less, p.n_layer);
     assert!(gpu_layers(3_275_525_120) >= less);
 }
+
+/// A device the GPU table does not know, measured on this machine
+/// (`hw::use_measured_speeds`): the speed model prices it by the
+/// measurement, `speed_basis` says so, and when it decodes slower than the
+/// CPU (lavapipe: 0.16 GB/s, 160 µs per graph node on the test VM) the
+/// solver keeps every layer in RAM unless `-ngl` forces them; a fast one
+/// still takes every layer. Cards without a registry device (`--gpu`,
+/// `--vram`, a profile's) are never measured.
+#[test]
+fn a_measured_device_slower_than_the_cpu_gets_no_layer_by_default() {
+    let p = shape(Shape::Llama1B, Mix::Q8_0);
+    let all = p.n_layer + 1;
+    let with_speed = |speed: hw::MeasuredSpeed| {
+        let mut hw = snapshot(32 * GIB, &[8 * GIB]);
+        let mut calls = 0;
+        let plain = hw::use_measured_speeds(hw.clone(), |_| {
+            calls += 1;
+            Some(speed)
+        });
+        assert_eq!(calls, 0, "a --vram card has no registry device to measure");
+        assert_eq!(plain.gpus[0].bandwidth_source, hw::BandwidthSource::Assumed);
+        hw.gpus[0].llama = Some(hw::LlamaDevice {
+            backend: "Vulkan".into(),
+            name: "Vulkan0".into(),
+            description: "Unknown GPU".into(),
+            host_memory: false,
+            max_tensor_bytes: None,
+            speed: None,
+        });
+        let hw = hw::use_measured_speeds(hw, |d| (d.name == "Vulkan0").then_some(speed));
+        let g = &hw.gpus[0];
+        assert_eq!(g.bandwidth_source, hw::BandwidthSource::Measured);
+        assert_eq!(
+            g.bandwidth_bytes_per_s,
+            Some(speed.bandwidth_bytes_per_s as f64)
+        );
+        hw
+    };
+    let slow = with_speed(hw::MeasuredSpeed {
+        bandwidth_bytes_per_s: 160_000_000,
+        per_node_ns: 160_000,
+    });
+    let auto = plan(&p, "m.gguf", &Settings::default(), &slow, GPU);
+    assert_eq!(auto.n_gpu_layers, 0, "{:?}", auto.warnings);
+    assert_eq!(auto.verdict, Verdict::Fits);
+    assert!(
+        auto.warnings
+            .iter()
+            .any(|w| w.code == WarningCode::GpuSlowerThanCpu),
+        "{:?}",
+        auto.warnings
+    );
+    let basis = &auto.speed_basis.gpus[0];
+    assert_eq!(basis.source, hw::BandwidthSource::Measured);
+    assert_eq!(basis.measured.map(|m| m.per_node_ns), Some(160_000));
+    let full = auto
+        .est_full_gpu_decode_tokens_per_s
+        .expect("a GPU estimate");
+    assert!(
+        full * 10.0 < auto.est_decode_tokens_per_s,
+        "offloading is the slowdown it is: {full} against {}",
+        auto.est_decode_tokens_per_s
+    );
+    // Forced, every layer goes there, at the measured speed: each token
+    // reads the weights at 0.16 GB/s and pays 20 nodes per layer (the CPU's
+    // sampling on top; the estimate is rounded to 0.01).
+    let forced = Settings {
+        n_gpu_layers: Some(all),
+        ..Settings::default()
+    };
+    let on_gpu = plan(&p, "m.gguf", &forced, &slow, GPU);
+    assert_eq!(on_gpu.n_gpu_layers, all);
+    let bytes = on_gpu.speed_basis.gpus[0].bytes_per_token as f64;
+    let per_token = bytes / 160e6 + f64::from(p.n_layer) * speed::GPU_NODES_PER_LAYER * 160e-6;
+    assert!(
+        on_gpu.est_decode_tokens_per_s <= 1.0 / per_token + 0.005,
+        "{} tok/s against at most {}",
+        on_gpu.est_decode_tokens_per_s,
+        1.0 / per_token
+    );
+    assert!(
+        on_gpu
+            .warnings
+            .iter()
+            .all(|w| w.code != WarningCode::GpuSlowerThanCpu)
+    );
+
+    let fast = with_speed(hw::MeasuredSpeed {
+        bandwidth_bytes_per_s: 400_000_000_000,
+        per_node_ns: 5_000,
+    });
+    let auto = plan(&p, "m.gguf", &Settings::default(), &fast, GPU);
+    assert_eq!(auto.n_gpu_layers, all);
+    assert_eq!(
+        auto.speed_basis.gpus[0].source,
+        hw::BandwidthSource::Measured
+    );
+}
