@@ -26,7 +26,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 use crate::runner::batch::{Admission, Event, Job, Rejected, Stats, Summary};
 use crate::runner::template::ChatFormat;
 use crate::runner::{Engine, GenOptions, Sampling, StopReason};
-use openai::{ApiError, Header, Kind, Params};
+use openai::{ApiError, Header, Kind, Params, Usage};
 
 /// What exists once the model is loaded.
 pub struct Loaded {
@@ -342,6 +342,12 @@ fn metrics_text(state: &AppState) -> String {
         prompt.to_string(),
     );
     metric(
+        "prompt_tokens_cached_total",
+        "counter",
+        "Prompt tokens found in a slot's KV cache and not evaluated again.",
+        s.prompt_tokens_cached.load(Ordering::Relaxed).to_string(),
+    );
+    metric(
         "prompt_tokens_per_second",
         "gauge",
         "Prompt tokens per second of decode steps that carried prompt tokens.",
@@ -573,12 +579,20 @@ async fn submit(
         match rx.recv().await {
             Some(Event::Text(t)) => text.push_str(&t),
             Some(Event::Done(s)) => {
-                let v = head.complete(&text, s.stop_reason, s.tokens_prompt, s.tokens_generated);
+                let v = head.complete(&text, s.stop_reason, usage_of(&s));
                 return json_ok(state, &v);
             }
             Some(Event::Failed(why)) => return error(state, &internal(&why)),
             None => return error(state, &internal(&"the scheduler stopped")),
         }
+    }
+}
+
+fn usage_of(s: &Summary) -> Usage {
+    Usage {
+        prompt: s.tokens_prompt,
+        cached: s.tokens_cached,
+        completion: s.tokens_generated,
     }
 }
 
@@ -631,6 +645,7 @@ fn sse_stream(
                         let c = head.chunk(None, false, Some(StopReason::Interrupted));
                         let s = Summary {
                             tokens_prompt: n_prompt,
+                            tokens_cached: 0,
                             tokens_generated: 0,
                             stop_reason: StopReason::Interrupted,
                             time_to_first_token: None,
@@ -644,7 +659,7 @@ fn sse_stream(
                     }
                 },
                 Phase::Usage(s) => {
-                    let u = head.usage_chunk(s.tokens_prompt, s.tokens_generated);
+                    let u = head.usage_chunk(usage_of(&s));
                     Some((data(u), (Phase::Done, rx, head)))
                 }
                 Phase::Done => Some((

@@ -312,6 +312,143 @@ fn the_openai_client_gets_openai_s_answers() {
     );
 }
 
+/// The prompt tokens the server evaluated, and those it took from a slot's
+/// cache, from `/metrics`.
+fn prompt_counters(server: &Server) -> (u64, u64) {
+    let (_, _, metrics) = server.request("GET", "/metrics", &[], "");
+    let read = |name: &str| {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in /metrics:\n{metrics}"))
+    };
+    (
+        read("headroom_prompt_tokens_total"),
+        read("headroom_prompt_tokens_cached_total"),
+    )
+}
+
+/// llama.cpp's own `llama-server` (built by `scripts/llama-tools.sh` from the
+/// sources headroom links) on a free loopback port, with its prompt cache on
+/// (its default); stopped on drop.
+struct LlamaServer {
+    child: Child,
+    url: String,
+}
+
+impl LlamaServer {
+    fn start(model: &Path, args: &[&str]) -> LlamaServer {
+        let bin = crate::bench_common::llama_tools()
+            .expect("scripts/llama-tools.sh builds llama-server")
+            .swap_remove(2);
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let mut child = Command::new(bin)
+            .arg("-m")
+            .arg(model)
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .args(["-t", "2", "-tb", "2"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start llama-server");
+        let t0 = Instant::now();
+        loop {
+            let healthy = TcpStream::connect(("127.0.0.1", port)).is_ok_and(|mut s| {
+                let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+                let _ =
+                    s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+                let mut r = String::new();
+                let _ = s.read_to_string(&mut r);
+                r.starts_with("HTTP/1.1 200")
+            });
+            if healthy {
+                break;
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("llama-server exited ({status}) before it was ready");
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(120),
+                "llama-server never healthy"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        LlamaServer {
+            child,
+            url: format!("http://127.0.0.1:{port}/v1"),
+        }
+    }
+}
+
+impl Drop for LlamaServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_resent_conversation_evaluates_only_its_new_turn_as_llama_server_does() {
+    let _gate = one_at_a_time();
+    const TURNS: usize = 6;
+    let args = ["-c", "4096"];
+    let server = Server::start(instruct(), &[&args[..], &["--parallel", "1"]].concat());
+    let ours = client(
+        &server.url,
+        &["conversation", "6"],
+        Duration::from_secs(300),
+    );
+    let (evaluated, cached) = prompt_counters(&server);
+    drop(server);
+    let llama = LlamaServer::start(instruct(), &[&args[..], &["-np", "1"]].concat());
+    let theirs = client(&llama.url, &["conversation", "6"], Duration::from_secs(300));
+    drop(llama);
+    println!(
+        "headroom: {ours}\nllama-server: {theirs}\n/metrics: {evaluated} evaluated, {cached} from the cache"
+    );
+    let turns = ours["turns"].as_array().expect("turns");
+    assert_eq!(turns.len(), TURNS, "{ours}");
+    // Each turn found the whole previous prompt in the slot's cache (and
+    // the answer's tokens the client sent back as they were generated).
+    for k in 1..TURNS {
+        let prev = turns[k - 1]["prompt"].as_u64().unwrap_or(u64::MAX);
+        let now = turns[k]["cached"].as_u64().unwrap_or(0);
+        assert!(now >= prev, "turn {k}: {now} cached < {prev}: {ours}");
+    }
+    // The same prompts, the same tokens reused, the same answers as
+    // llama-server's prompt cache: reuse changes no result of llama.cpp's
+    // own (a run that evaluates everything again may differ in the last
+    // bits, which llama-server's README says of its cache_prompt too).
+    assert_eq!(ours, theirs, "headroom against llama-server");
+    // /metrics: what was reused was not evaluated.
+    let asked: u64 = turns.iter().filter_map(|t| t["prompt"].as_u64()).sum();
+    let reused: u64 = turns.iter().filter_map(|t| t["cached"].as_u64()).sum();
+    assert_eq!(cached, reused, "/metrics against usage");
+    assert_eq!(
+        evaluated,
+        asked - reused,
+        "/metrics: prompt tokens evaluated"
+    );
+
+    // Two conversations taking turns on two slots each find their own
+    // history, whichever slot the other used.
+    let server = Server::start(instruct(), &["--parallel", "2", "-c", "4096"]);
+    let found = client(&server.url, &["interleaved", "3"], Duration::from_secs(300));
+    let turns = found["turns"].as_array().expect("turns");
+    assert_eq!(turns.len(), 6, "{found}");
+    for k in 2..turns.len() {
+        let prev = turns[k - 2]["prompt"].as_u64().unwrap_or(u64::MAX);
+        let now = turns[k]["cached"].as_u64().unwrap_or(0);
+        assert!(now >= prev, "request {k}: {now} cached < {prev}: {found}");
+    }
+}
+
 #[test]
 fn a_flood_gets_200_or_503_and_memory_stays_flat() {
     let _gate = one_at_a_time();
