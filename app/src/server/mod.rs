@@ -93,6 +93,24 @@ pub struct Config {
     pub defaults: Sampling,
     /// The plan's peak resident memory.
     pub planned_peak_bytes: u64,
+    /// The model's facts for `/v1/models`, from its header.
+    pub facts: ModelFacts,
+}
+
+/// What `/v1/models` says of the model beside the context (llama-server's
+/// `meta`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ModelFacts {
+    /// The context it was trained with.
+    pub n_ctx_train: u64,
+    /// Parameters.
+    pub n_params: u64,
+    /// Bytes of the GGUF file.
+    pub size: u64,
+    /// Vocabulary size.
+    pub n_vocab: u64,
+    /// Embedding width.
+    pub n_embd: u64,
 }
 
 impl AppState {
@@ -247,15 +265,30 @@ async fn models(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Respo
     if let Err(e) = authorize(&state, &headers) {
         return error(&state, &e);
     }
+    let c = &state.config;
+    let f = c.facts;
+    // The context a request can use is one slot's: clients size their
+    // prompts by `context_length` (OpenRouter's name) or `max_model_len`
+    // (vLLM's); `meta` is llama-server's shape, with `n_ctx` per slot too.
     json_ok(
         &state,
         &json!({
             "object": "list",
             "data": [{
-                "id": state.config.model_id,
+                "id": c.model_id,
                 "object": "model",
                 "created": state.created,
                 "owned_by": "headroom",
+                "context_length": c.n_ctx_slot,
+                "max_model_len": c.n_ctx_slot,
+                "meta": {
+                    "n_ctx_train": f.n_ctx_train,
+                    "n_ctx": c.n_ctx_slot,
+                    "n_params": f.n_params,
+                    "size": f.size,
+                    "n_vocab": f.n_vocab,
+                    "n_embd": f.n_embd,
+                },
             }],
         }),
     )

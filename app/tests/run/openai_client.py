@@ -56,6 +56,36 @@ def compat():
     models = client.models.list()
     out["models"] = [m.id for m in models.data]
     assert len(out["models"]) == 1, out
+    # The context a request can use, under the names clients probe for.
+    extra = models.data[0].model_dump()
+    out["context_length"] = extra.get("context_length")
+    out["max_model_len"] = extra.get("max_model_len")
+    out["meta"] = extra.get("meta")
+    assert out["context_length"] == out["max_model_len"] == out["meta"]["n_ctx"], out
+
+    # Fields this server does not know are ignored (llama-server's and
+    # vLLM's own, a made-up one), not refused.
+    known = chat()
+    unknown = chat(
+        extra_body={"cache_prompt": True, "top_k": 1, "frobnicate": {"x": [1, 2]}},
+        user="someone",
+        presence_penalty=0.0,
+    )
+    assert unknown.choices[0].message.content == known.choices[0].message.content, unknown
+    out["unknown_fields"] = "ignored"
+
+    # Refusals carry OpenAI's error object, which the client hands over as .body.
+    bodies = []
+    for bad in (dict(max_tokens=0), dict(messages=[{"role": "wizard", "content": "x"}])):
+        try:
+            chat(**bad)
+            raise AssertionError(f"{bad} accepted")
+        except openai.BadRequestError as e:
+            assert isinstance(e.body, dict), e.body
+            assert set(e.body) == {"message", "type", "param", "code"}, e.body
+            assert e.body["type"] == "invalid_request_error" and e.body["message"], e.body
+            bodies.append(e.body)
+    out["error_bodies"] = bodies
 
     first = chat()
     again = chat()

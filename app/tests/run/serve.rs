@@ -298,6 +298,29 @@ fn the_openai_client_gets_openai_s_answers() {
     );
     let found = client(&server.url, &["compat"], Duration::from_secs(300));
     assert_eq!(found["models"].as_array().map(Vec::len), Some(1), "{found}");
+    // /v1/models names the context of a slot and the model's facts.
+    assert_eq!(found["context_length"], 2048, "{found}");
+    assert_eq!(found["max_model_len"], 2048, "{found}");
+    let meta = &found["meta"];
+    assert_eq!(meta["n_ctx"], 2048, "{found}");
+    assert_eq!(
+        meta["n_ctx_train"], 8192,
+        "SmolLM2's training context: {found}"
+    );
+    assert!(
+        meta["n_params"]
+            .as_u64()
+            .is_some_and(|n| (100_000_000..200_000_000).contains(&n)),
+        "a 135M model: {found}"
+    );
+    let size = std::fs::metadata(instruct()).expect("model file").len();
+    assert_eq!(meta["size"].as_u64(), Some(size), "{found}");
+    assert_eq!(found["unknown_fields"], "ignored", "{found}");
+    assert_eq!(
+        found["error_bodies"].as_array().map(Vec::len),
+        Some(2),
+        "{found}"
+    );
     // The instruct demo model knows the answer.
     assert!(
         found["text"].as_str().is_some_and(|t| t.contains("Paris")),
