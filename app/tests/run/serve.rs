@@ -2,7 +2,10 @@
 //! official OpenAI Python client (issue #12): the API's shapes and
 //! determinism, a flood against a bounded queue, SIGTERM during streams,
 //! the errors a client can cause, and `plan --parallel auto` agreeing with
-//! the slots the server runs.
+//! the slots the server runs; and (issue #22) a resent conversation that
+//! reuses its slot's cache as llama-server's prompt cache does, a
+//! sliding-window cache reused or cleared, `/v1/models`' context, unknown
+//! fields and error bodies.
 //!
 //! The client runs from a virtual environment made once per machine in
 //! headroom's cache (`openai` pinned, from PyPI). Every server listens on a
@@ -470,6 +473,80 @@ fn a_resent_conversation_evaluates_only_its_new_turn_as_llama_server_does() {
         let now = turns[k]["cached"].as_u64().unwrap_or(0);
         assert!(now >= prev, "request {k}: {now} cached < {prev}: {found}");
     }
+}
+
+/// A greedy `/v1/completions` of `max_tokens` on a server at `url`
+/// (`http://HOST:PORT/v1`): the text, prompt tokens and cached tokens.
+fn complete_at(url: &str, prompt: &str, max_tokens: u32) -> (String, u64, Option<u64>) {
+    let addr = url.trim_start_matches("http://").trim_end_matches("/v1");
+    let body = serde_json::json!({
+        "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
+    })
+    .to_string();
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(120)))
+        .expect("timeout");
+    let head = format!(
+        "POST /v1/completions HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).expect("send head");
+    s.write_all(body.as_bytes()).expect("send body");
+    let mut raw = String::new();
+    let _ = s.read_to_string(&mut raw);
+    let (head, rest) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    assert!(head.starts_with("HTTP/1.1 200"), "{raw}");
+    // llama-server may answer in chunks; the JSON object is the body.
+    let json = &rest[rest.find('{').unwrap_or(0)..=rest.rfind('}').unwrap_or(0)];
+    let v: Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {rest}"));
+    (
+        v["choices"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        v["usage"]["prompt_tokens"].as_u64().unwrap_or(0),
+        v["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64(),
+    )
+}
+
+#[test]
+fn a_sliding_window_cache_is_reused_where_it_holds_and_cleared_where_not() {
+    let _gate = one_at_a_time();
+    // The base demo, Gemma 3: a 512-token sliding window on most layers.
+    let model = crate::demo::demo_model();
+    let story: String = (1..=150)
+        .map(|i| format!("Line {i}: the harbour was quiet and the boats were tied. "))
+        .collect();
+    let longer = format!("{story}Line 151: a bell rang across the water.");
+    let head: String = story
+        .split("Line 31:")
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let early = format!("{head}Then, without warning, a storm came.");
+    let server = Server::start(&model, &["--parallel", "1", "-c", "4096"]);
+    let a = complete_at(&server.url, &story, 8);
+    // The same text and more: the window before the cut is still cached.
+    let b = complete_at(&server.url, &longer, 8);
+    // Only the first ~400 tokens shared: the window before them is gone
+    // from the cache, so the slot is cleared and all of it evaluated.
+    let c = complete_at(&server.url, &early, 8);
+    drop(server);
+    println!("headroom: {a:?}\n{b:?}\n{c:?}");
+    assert!(a.1 > 1500, "a prompt well past the window: {a:?}");
+    assert!(
+        b.2.unwrap_or(0) >= a.1 - 2,
+        "the extension reused the cache: {b:?}"
+    );
+    assert_eq!(c.2, Some(0), "a cut the window does not cover: {c:?}");
+    // Evaluated whole, it is a fresh server's answer to the same prompt.
+    let fresh = Server::start(&model, &["--parallel", "1", "-c", "4096"]);
+    let c_fresh = complete_at(&fresh.url, &early, 8);
+    drop(fresh);
+    assert_eq!(c.0, c_fresh.0, "after the clear, as a fresh server");
+    // (Not held against llama-server: for a sliding-window model it
+    // splits the prompt's last batch to make its checkpoints, which changes
+    // the arithmetic enough to change this base model's greedy text.)
 }
 
 #[test]
