@@ -299,7 +299,7 @@ fn conversation(s: &Setup, rt: &tokio::runtime::Runtime, client: &reqwest::Clien
         llama_server: s.llama_server.clone(),
     };
     println!(
-        "\nconversation: {}, -c {CONV_CTX}, one slot, {CONV_TURNS} turns of about 700 new tokens, \
+        "\nconversation: {}, -c {CONV_CTX}, one slot, {CONV_TURNS} turns of about 730 new tokens, \
          answers of {CONV_ANSWER_TOKENS} tokens, the whole history resent each turn",
         conv.model.display()
     );
