@@ -22,6 +22,17 @@
 //! time to first token ≤ 1.2× llama-server's, and headroom's peak RSS at most
 //! the plan's peak and at least 1/1.15 of it.
 //!
+//! Then a conversation as a chat client holds it (issue #22): on the
+//! instruct demo model, one slot and `-c 8192` for both servers, eight
+//! turns of about 730 new tokens each (a user message of about 710 and the
+//! previous short answer), the whole history resent every turn to
+//! `/v1/chat/completions`, streamed. Both servers run side by side and take
+//! each turn in alternating order, so drift in the machine's load hits both
+//! alike. llama-server keeps its prompt cache on
+//! (its default), headroom its slot cache; the goal: time to first token of
+//! the eighth turn (about 5.7k prompt tokens) at most 1.5× llama-server's.
+//! `HEADROOM_BENCH_CONVERSATION_ONLY=1` runs only this part.
+//!
 //! A plain `fn main()`: prints the table and exits 0; with
 //! `HEADROOM_BENCH_STRICT=1` a MISS exits non-zero (shared CI machines are too
 //! noisy for a hard gate on speed). Knobs: `HEADROOM_BENCH_RUNS` (rounds,
@@ -57,6 +68,14 @@ const AGGREGATE_BATCHES: usize = 2;
 const AGGREGATE_GOAL: f64 = 0.9;
 const TTFT_GOAL: f64 = 1.2;
 const RSS_PLAN_RATIO: f64 = 1.15;
+/// The conversation: context (one slot), turns, and sentences of about 70
+/// tokens per user message.
+const CONV_CTX: u32 = 8192;
+const CONV_TURNS: usize = 8;
+const CONV_SENTENCES: usize = 10;
+/// Tokens each answer may have: short, so the prompt dominates.
+const CONV_ANSWER_TOKENS: u64 = 16;
+const CONV_TTFT_GOAL: f64 = 1.5;
 /// Longest wait for a server to answer `/health` with 200.
 const START_TIMEOUT: Duration = Duration::from_secs(180);
 /// Longest any one request may take.
@@ -155,6 +174,8 @@ fn run() -> Result<bool> {
         );
     }
 
+    let conversation_only =
+        std::env::var("HEADROOM_BENCH_CONVERSATION_ONLY").is_ok_and(|v| v == "1");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -169,6 +190,10 @@ fn run() -> Result<bool> {
         .pool_max_idle_per_host(0)
         .build()
         .context("building the HTTP client")?;
+    let conv_ok = conversation(&setup, &rt, &client)?;
+    if conversation_only {
+        return Ok(conv_ok);
+    }
     let mut llama = Vec::new();
     let mut ours = Vec::new();
     let mut seq = 0usize;
@@ -251,7 +276,195 @@ fn run() -> Result<bool> {
         started.elapsed().as_secs_f64(),
         load_average().map_or_else(|| "?".into(), |l| format!("{l:.2}"))
     );
-    Ok(agg_ok && ttft_ok && rss_ok)
+    Ok(agg_ok && ttft_ok && rss_ok && conv_ok)
+}
+
+/// One server's conversation: per turn, the time to first token, the prompt
+/// tokens and those the server says it took from its cache.
+struct Turns {
+    ttft: Vec<f64>,
+    prompt: Vec<u64>,
+    cached: Vec<Option<u64>>,
+}
+
+/// The multi-turn conversation on both servers (llama-server first); prints
+/// the turns and the eighth turn's ratio. Whether it met its goal.
+fn conversation(s: &Setup, rt: &tokio::runtime::Runtime, client: &reqwest::Client) -> Result<bool> {
+    let model = headroom::source::demo::instruct_model()
+        .context("the instruct demo model (run `headroom demo-model demo` to fetch it)")?;
+    let conv = Setup {
+        model,
+        threads: s.threads,
+        headroom: s.headroom.clone(),
+        llama_server: s.llama_server.clone(),
+    };
+    println!(
+        "\nconversation: {}, -c {CONV_CTX}, one slot, {CONV_TURNS} turns of about 730 new tokens, \
+         answers of {CONV_ANSWER_TOKENS} tokens, the whole history resent each turn",
+        conv.model.display()
+    );
+    let t0 = Instant::now();
+    let (llama, ours) = rt.block_on(converse(&conv, client))?;
+    println!(
+        "{:>6} {:>9} {:>22} {:>22}",
+        "turn", "prompt", "llama-server ms (cached)", "headroom ms (cached)"
+    );
+    let cached = |c: Option<u64>| c.map_or_else(|| "?".into(), |c| c.to_string());
+    for k in 0..CONV_TURNS {
+        println!(
+            "{:>6} {:>9} {:>14.1} ({:>5}) {:>14.1} ({:>5})",
+            k + 1,
+            ours.prompt[k],
+            llama.ttft[k] * 1000.0,
+            cached(llama.cached[k]),
+            ours.ttft[k] * 1000.0,
+            cached(ours.cached[k]),
+        );
+    }
+    let last = CONV_TURNS - 1;
+    let ratio = ours.ttft[last] / llama.ttft[last];
+    let ok = ratio <= CONV_TTFT_GOAL;
+    println!(
+        "time to first token of turn {CONV_TURNS} ({} prompt tokens): llama-server {:.1} ms, \
+         headroom {:.1} ms, {ratio:.3}× (goal ≤ {CONV_TTFT_GOAL}×) {}; conversation took {:.1} s",
+        ours.prompt[last],
+        llama.ttft[last] * 1000.0,
+        ours.ttft[last] * 1000.0,
+        if ok { "PASS" } else { "MISS" },
+        t0.elapsed().as_secs_f64()
+    );
+    Ok(ok)
+}
+
+/// The user message of turn `k`: about 710 tokens of text no other turn has.
+fn user_turn(k: usize) -> String {
+    let mut text = format!("Here is part {} of a story.\n", k + 1);
+    for i in 0..CONV_SENTENCES {
+        text.push_str(&format!("({}.{}) Harrowby {STORY} ", k + 1, i + 1));
+    }
+    text.push_str("\nIn one sentence, what happens in this part?");
+    text
+}
+
+/// A conversation's state on one server.
+struct Chat {
+    server: Server,
+    base: String,
+    history: Vec<Value>,
+    turns: Turns,
+}
+
+impl Chat {
+    /// Send turn `k` (the whole history and the new user message).
+    async fn turn(&mut self, client: &reqwest::Client, k: usize) -> Result<()> {
+        self.history
+            .push(json!({"role": "user", "content": user_turn(k)}));
+        let body = json!({
+            "model": "bench",
+            "messages": self.history,
+            "max_tokens": CONV_ANSWER_TOKENS,
+            "temperature": 0,
+            "stream": true,
+            "stream_options": {"include_usage": true},
+        });
+        let (ttft, answer, usage) = chat_stream(client, &self.base, &body)
+            .await
+            .with_context(|| format!("{}, turn {}", self.server.name(), k + 1))?;
+        self.turns.ttft.push(ttft);
+        self.turns
+            .prompt
+            .push(usage["prompt_tokens"].as_u64().unwrap_or(0));
+        self.turns
+            .cached
+            .push(usage["prompt_tokens_details"]["cached_tokens"].as_u64());
+        self.history
+            .push(json!({"role": "assistant", "content": answer}));
+        Ok(())
+    }
+}
+
+/// Both servers side by side, one slot each; every turn on both, in
+/// alternating order. llama-server's turns, then headroom's.
+async fn converse(s: &Setup, client: &reqwest::Client) -> Result<(Turns, Turns)> {
+    let mut running = Vec::new();
+    let mut chats = Vec::new();
+    for server in [Server::Llama, Server::Headroom] {
+        let port = free_port()?;
+        let base = format!("http://127.0.0.1:{port}");
+        let mut r = start_with(s, server, port, CONV_CTX, 1)?;
+        wait_ready(client, &base, &mut r, server.name()).await?;
+        running.push(r);
+        chats.push(Chat {
+            server,
+            base,
+            history: vec![json!({"role": "system", "content": "You are a helpful assistant."})],
+            turns: Turns {
+                ttft: Vec::new(),
+                prompt: Vec::new(),
+                cached: Vec::new(),
+            },
+        });
+    }
+    for k in 0..CONV_TURNS {
+        let order = if k % 2 == 0 { [0, 1] } else { [1, 0] };
+        for i in order {
+            chats[i].turn(client, k).await?;
+        }
+    }
+    drop(running);
+    let ours = chats.pop().context("headroom's chat")?.turns;
+    let llama = chats.pop().context("llama-server's chat")?.turns;
+    Ok((llama, ours))
+}
+
+/// One streamed chat completion: seconds to the first event that carries
+/// text, the answer, and the usage chunk.
+async fn chat_stream(
+    client: &reqwest::Client,
+    base: &str,
+    body: &Value,
+) -> Result<(f64, String, Value)> {
+    let t0 = Instant::now();
+    let resp = client
+        .post(format!("{base}/v1/chat/completions"))
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .context("sending a streamed chat completion")?;
+    ensure!(
+        resp.status().is_success(),
+        "streamed chat completion answered {}",
+        resp.status()
+    );
+    let mut stream = resp.bytes_stream();
+    let (mut buf, mut answer, mut usage) = (String::new(), String::new(), Value::Null);
+    let mut first = None;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.context("reading the stream")?;
+        buf.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(i) = buf.find('\n') {
+            let line: String = buf.drain(..=i).collect();
+            let Some(data) = line.trim().strip_prefix("data:") else {
+                continue;
+            };
+            let Ok(v) = serde_json::from_str::<Value>(data.trim()) else {
+                continue;
+            };
+            if let Some(t) = v["choices"][0]["delta"]["content"].as_str()
+                && !t.is_empty()
+            {
+                first.get_or_insert_with(|| t0.elapsed().as_secs_f64());
+                answer.push_str(t);
+            }
+            if v["usage"].is_object() {
+                usage = v["usage"].clone();
+            }
+        }
+    }
+    let first = first.context("the stream carried no text")?;
+    ensure!(usage.is_object(), "no usage chunk in the stream");
+    Ok((first, answer, usage))
 }
 
 /// `LLAMA_SERVER_BIN`, or the third path `scripts/llama-tools.sh` prints.
@@ -309,9 +522,13 @@ impl Drop for Running {
 }
 
 fn start(s: &Setup, server: Server, port: u16) -> Result<Running> {
+    start_with(s, server, port, CTX, SLOTS)
+}
+
+fn start_with(s: &Setup, server: Server, port: u16, ctx: u32, slots: usize) -> Result<Running> {
     let t = s.threads.to_string();
-    let c = CTX.to_string();
-    let np = SLOTS.to_string();
+    let c = ctx.to_string();
+    let np = slots.to_string();
     let p = port.to_string();
     let mut cmd = match server {
         Server::Llama => {

@@ -24,7 +24,7 @@ use crate::runner::preflight::{self, Request};
 use crate::runner::prompt::chat_format;
 use crate::runner::template::TemplateChoice;
 use crate::runner::{Engine, Sampling};
-use crate::server::{AppState, Config, Loaded};
+use crate::server::{AppState, Config, Loaded, ModelFacts};
 
 /// Waiting requests per slot when `--max-queue` is not given.
 const QUEUE_PER_SLOT: usize = 4;
@@ -121,6 +121,13 @@ pub fn run(args: &ServeArgs, machine: &MachineArgs, verbose: u8) -> Result<ExitC
                 ..Sampling::DEFAULT
             },
             planned_peak_bytes: plan.ram.peak_bytes,
+            facts: ModelFacts {
+                n_ctx_train: plan.model.n_ctx_train,
+                n_params: plan.model.n_params,
+                size: plan.model.file_bytes,
+                n_vocab: profile.n_vocab,
+                n_embd: u64::from(profile.n_embd),
+            },
         },
         Arc::clone(&admission),
         Arc::clone(&stats),

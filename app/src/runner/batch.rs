@@ -14,6 +14,10 @@
 //! ([`Rejected::Full`]), so a burst costs a refusal, not memory.
 //! A request whose receiver is dropped (its client went away) frees its slot
 //! at the next step.
+//!
+//! A slot keeps its KV cells when its job ends, with the tokens they hold:
+//! the next job goes to the free slot sharing the longest prefix with its
+//! prompt and evaluates only the rest ([`super::prefix`]).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -27,6 +31,7 @@ use llama_cpp_2::token::LlamaToken;
 use llama_cpp_2::vocab::LlamaVocab;
 use tokio::sync::mpsc::UnboundedSender;
 
+use super::prefix::{self, Memory};
 use super::text::{Matched, StopMatcher, Utf8Stream};
 use super::{Engine, GenOptions, StopReason, argmax, sampler};
 
@@ -56,6 +61,8 @@ pub enum Event {
 pub struct Summary {
     /// Prompt tokens.
     pub tokens_prompt: usize,
+    /// Prompt tokens found in the slot's cache, not evaluated again.
+    pub tokens_cached: usize,
     /// Tokens generated.
     pub tokens_generated: usize,
     /// Why it ended.
@@ -202,6 +209,8 @@ pub struct Stats {
     pub cells_used: AtomicUsize,
     /// Prompt tokens evaluated.
     pub prompt_tokens: AtomicU64,
+    /// Prompt tokens taken from a slot's cache instead of evaluated.
+    pub prompt_tokens_cached: AtomicU64,
     /// Tokens generated.
     pub generated_tokens: AtomicU64,
     /// Nanoseconds spent in decode steps that evaluated prompt tokens.
@@ -215,10 +224,12 @@ pub struct Stats {
 /// A running job.
 struct Active {
     job: Job,
-    /// Prompt tokens already sent to llama.cpp.
+    /// Prompt tokens already sent to llama.cpp (or found in the cache).
     fed: usize,
-    /// Cells this sequence holds.
-    n_past: usize,
+    /// Prompt tokens found in the cache.
+    reused: usize,
+    /// The tokens this sequence's cells hold, in position order.
+    tokens: Vec<LlamaToken>,
     sampler: Option<LlamaSampler>,
     utf8: Utf8Stream,
     stops: StopMatcher,
@@ -241,6 +252,12 @@ enum Outcome {
 pub struct Scheduler<'e> {
     engine: &'e Engine,
     slots: Vec<Option<Active>>,
+    /// What each idle slot's cells hold (a running slot's are in `Active`).
+    cached: Vec<Vec<LlamaToken>>,
+    /// When each slot last took a job (the scheduler's own clock).
+    used: Vec<u64>,
+    clock: u64,
+    memory: Memory,
     n_ctx_slot: usize,
     admission: Arc<Admission>,
     stats: Arc<Stats>,
@@ -259,6 +276,10 @@ impl<'e> Scheduler<'e> {
         Scheduler {
             engine,
             slots: (0..slots.max(1)).map(|_| None).collect(),
+            cached: vec![Vec::new(); slots.max(1)],
+            used: vec![0; slots.max(1)],
+            clock: 0,
+            memory: Memory::of(engine.model()),
             n_ctx_slot: n_ctx / slots.max(1),
             admission,
             stats,
@@ -302,8 +323,11 @@ impl<'e> Scheduler<'e> {
             let Some(jobs) = jobs else {
                 break;
             };
-            for (slot, job) in free.into_iter().zip(jobs) {
-                self.start(slot, job);
+            let mut free = free;
+            for job in jobs {
+                let slot = prefix::pick_slot(&free, &self.cached, &self.used, &job.prompt);
+                free.retain(|&i| i != slot);
+                self.start(&mut ctx, slot, job);
             }
             // Cancelled jobs (their client went away) free their slot now.
             for i in 0..self.slots.len() {
@@ -311,7 +335,7 @@ impl<'e> Scheduler<'e> {
                     .as_ref()
                     .is_some_and(|a| a.job.events.is_closed())
                 {
-                    self.finish(&mut ctx, i, StopReason::Interrupted);
+                    self.finish(i, StopReason::Interrupted);
                 }
             }
             // One batch: every generating slot's next token first, then
@@ -323,8 +347,8 @@ impl<'e> Scheduler<'e> {
                 a.row = None;
                 if let Some(t) = a.next {
                     a.row = Some(batch.n_tokens());
-                    batch.add(t, i32::try_from(a.n_past)?, &[seq(i)], true)?;
-                    a.n_past += 1;
+                    batch.add(t, i32::try_from(a.tokens.len())?, &[seq(i)], true)?;
+                    a.tokens.push(t);
                 }
             }
             for (i, slot) in self.slots.iter_mut().enumerate() {
@@ -342,8 +366,9 @@ impl<'e> Scheduler<'e> {
                     if last {
                         a.row = Some(batch.n_tokens());
                     }
-                    batch.add(a.job.prompt[k], i32::try_from(a.n_past)?, &[seq(i)], last)?;
-                    a.n_past += 1;
+                    let t = a.job.prompt[k];
+                    batch.add(t, i32::try_from(a.tokens.len())?, &[seq(i)], last)?;
+                    a.tokens.push(t);
                 }
                 self.stats
                     .prompt_tokens
@@ -367,6 +392,7 @@ impl<'e> Scheduler<'e> {
                     }
                 }
                 ctx.clear_kv_cache();
+                self.cached.iter_mut().for_each(Vec::clear);
                 self.update_cells();
                 continue;
             }
@@ -391,7 +417,7 @@ impl<'e> Scheduler<'e> {
                     _ => continue,
                 };
                 if let Outcome::Finished(reason) = outcome {
-                    self.finish(&mut ctx, i, reason);
+                    self.finish(i, reason);
                 }
             }
             self.update_cells();
@@ -399,12 +425,13 @@ impl<'e> Scheduler<'e> {
         // Shutting down: every running and waiting job gets its end.
         for i in 0..self.slots.len() {
             if self.slots[i].is_some() {
-                self.finish(&mut ctx, i, StopReason::Interrupted);
+                self.finish(i, StopReason::Interrupted);
             }
         }
         for job in self.admission.drain() {
             let _ = job.events.send(Event::Done(Summary {
                 tokens_prompt: job.prompt.len(),
+                tokens_cached: 0,
                 tokens_generated: 0,
                 stop_reason: StopReason::Interrupted,
                 time_to_first_token: None,
@@ -414,7 +441,21 @@ impl<'e> Scheduler<'e> {
         Ok(())
     }
 
-    fn start(&mut self, slot: usize, job: Job) {
+    /// Put `job` in `slot`, keeping the part of the slot's cache its prompt
+    /// starts with.
+    fn start(&mut self, ctx: &mut llama_cpp_2::context::LlamaContext<'_>, slot: usize, job: Job) {
+        let mut tokens = std::mem::take(&mut self.cached[slot]);
+        let common = prefix::common_prefix(&tokens, &job.prompt);
+        let mut keep = prefix::keep(self.memory, tokens.len(), common, job.prompt.len());
+        if keep < tokens.len() {
+            keep = self.cut(ctx, slot, keep);
+        }
+        tokens.truncate(keep);
+        self.clock += 1;
+        self.used[slot] = self.clock;
+        self.stats
+            .prompt_tokens_cached
+            .fetch_add(keep as u64, Ordering::Relaxed);
         let greedy = job.opts.sampling.temp <= 0.0 && job.opts.sampling.repeat_penalty == 1.0;
         let sampler = (!greedy).then(|| {
             let mut s = sampler(self.engine, &job.opts);
@@ -424,8 +465,9 @@ impl<'e> Scheduler<'e> {
         let stops = StopMatcher::new(job.opts.stop.iter().cloned());
         self.slots[slot] = Some(Active {
             job,
-            fed: 0,
-            n_past: 0,
+            fed: keep,
+            reused: keep,
+            tokens,
             sampler,
             utf8: Utf8Stream::default(),
             stops,
@@ -438,14 +480,36 @@ impl<'e> Scheduler<'e> {
         self.stats.active.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// End the job in `slot`: flush held-back text, report, free the cells
-    /// and the slot.
-    fn finish(
-        &mut self,
+    /// Cut `slot`'s cells back to its first `keep` positions; where llama.cpp
+    /// cannot, or the cache would miss what the next position attends to,
+    /// clear the slot. The tokens kept.
+    fn cut(
+        &self,
         ctx: &mut llama_cpp_2::context::LlamaContext<'_>,
         slot: usize,
-        reason: StopReason,
-    ) {
+        keep: usize,
+    ) -> usize {
+        let Ok(s) = u32::try_from(slot) else {
+            return 0;
+        };
+        let cut = keep > 0
+            && u32::try_from(keep)
+                .ok()
+                .and_then(|p0| ctx.clear_kv_cache_seq(Some(s), Some(p0), None).ok())
+                .unwrap_or(false)
+            && prefix::window_holds(self.memory, ctx.kv_cache_seq_pos_min(seq(slot)), keep);
+        if cut {
+            return keep;
+        }
+        if !ctx.clear_kv_cache_seq(Some(s), None, None).unwrap_or(false) {
+            tracing::warn!("llama.cpp could not clear slot {slot}'s cells");
+        }
+        0
+    }
+
+    /// End the job in `slot`: flush held-back text, report, free the cells
+    /// and the slot.
+    fn finish(&mut self, slot: usize, reason: StopReason) {
         let Some(mut a) = self.slots[slot].take() else {
             return;
         };
@@ -458,25 +522,24 @@ impl<'e> Scheduler<'e> {
         }
         let _ = a.job.events.send(Event::Done(Summary {
             tokens_prompt: a.job.prompt.len(),
+            tokens_cached: a.reused,
             tokens_generated: a.generated,
             stop_reason: reason,
             time_to_first_token: a.first_token,
         }));
-        let cleared = u32::try_from(slot)
-            .ok()
-            .and_then(|s| ctx.clear_kv_cache_seq(Some(s), None, None).ok())
-            .unwrap_or(false);
-        if !cleared {
-            // A cache that cannot drop one sequence (recurrent state): only
-            // safe to clear whole when nothing else runs.
-            tracing::warn!("llama.cpp could not free slot {slot}'s cells");
-        }
+        // The cells stay: the slot's next job may start with these tokens.
+        self.cached[slot] = a.tokens;
         self.stats.active.fetch_sub(1, Ordering::Relaxed);
         self.admission.release();
     }
 
     fn update_cells(&self) {
-        let used = self.slots.iter().flatten().map(|a| a.n_past).sum();
+        let used = self
+            .slots
+            .iter()
+            .zip(&self.cached)
+            .map(|(a, c)| a.as_ref().map_or(c.len(), |a| a.tokens.len()))
+            .sum();
         self.stats.cells_used.store(used, Ordering::Relaxed);
     }
 }
@@ -532,7 +595,7 @@ fn sample(
     if opts.n_predict.is_some_and(|n| a.generated >= n as usize) {
         return Ok(Outcome::Finished(StopReason::MaxTokens));
     }
-    if a.n_past >= n_ctx_slot {
+    if a.tokens.len() >= n_ctx_slot {
         return Ok(Outcome::Finished(StopReason::ContextFull));
     }
     a.next = Some(token);

@@ -14,6 +14,7 @@ pub mod calibration;
 pub mod guard;
 pub mod load;
 pub mod measure;
+pub mod prefix;
 pub mod preflight;
 pub mod prompt;
 pub mod report;

@@ -26,7 +26,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 use crate::runner::batch::{Admission, Event, Job, Rejected, Stats, Summary};
 use crate::runner::template::ChatFormat;
 use crate::runner::{Engine, GenOptions, Sampling, StopReason};
-use openai::{ApiError, Header, Kind, Params};
+use openai::{ApiError, Header, Kind, Params, Usage};
 
 /// What exists once the model is loaded.
 pub struct Loaded {
@@ -93,6 +93,24 @@ pub struct Config {
     pub defaults: Sampling,
     /// The plan's peak resident memory.
     pub planned_peak_bytes: u64,
+    /// The model's facts for `/v1/models`, from its header.
+    pub facts: ModelFacts,
+}
+
+/// What `/v1/models` says of the model beside the context (llama-server's
+/// `meta`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ModelFacts {
+    /// The context it was trained with.
+    pub n_ctx_train: u64,
+    /// Parameters.
+    pub n_params: u64,
+    /// Bytes of the GGUF file.
+    pub size: u64,
+    /// Vocabulary size.
+    pub n_vocab: u64,
+    /// Embedding width.
+    pub n_embd: u64,
 }
 
 impl AppState {
@@ -247,15 +265,30 @@ async fn models(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Respo
     if let Err(e) = authorize(&state, &headers) {
         return error(&state, &e);
     }
+    let c = &state.config;
+    let f = c.facts;
+    // The context a request can use is one slot's: clients size their
+    // prompts by `context_length` (OpenRouter's name) or `max_model_len`
+    // (vLLM's); `meta` is llama-server's shape, with `n_ctx` per slot too.
     json_ok(
         &state,
         &json!({
             "object": "list",
             "data": [{
-                "id": state.config.model_id,
+                "id": c.model_id,
                 "object": "model",
                 "created": state.created,
                 "owned_by": "headroom",
+                "context_length": c.n_ctx_slot,
+                "max_model_len": c.n_ctx_slot,
+                "meta": {
+                    "n_ctx_train": f.n_ctx_train,
+                    "n_ctx": c.n_ctx_slot,
+                    "n_params": f.n_params,
+                    "size": f.size,
+                    "n_vocab": f.n_vocab,
+                    "n_embd": f.n_embd,
+                },
             }],
         }),
     )
@@ -340,6 +373,12 @@ fn metrics_text(state: &AppState) -> String {
         "counter",
         "Prompt tokens evaluated.",
         prompt.to_string(),
+    );
+    metric(
+        "prompt_tokens_cached_total",
+        "counter",
+        "Prompt tokens found in a slot's KV cache and not evaluated again.",
+        s.prompt_tokens_cached.load(Ordering::Relaxed).to_string(),
     );
     metric(
         "prompt_tokens_per_second",
@@ -573,12 +612,20 @@ async fn submit(
         match rx.recv().await {
             Some(Event::Text(t)) => text.push_str(&t),
             Some(Event::Done(s)) => {
-                let v = head.complete(&text, s.stop_reason, s.tokens_prompt, s.tokens_generated);
+                let v = head.complete(&text, s.stop_reason, usage_of(&s));
                 return json_ok(state, &v);
             }
             Some(Event::Failed(why)) => return error(state, &internal(&why)),
             None => return error(state, &internal(&"the scheduler stopped")),
         }
+    }
+}
+
+fn usage_of(s: &Summary) -> Usage {
+    Usage {
+        prompt: s.tokens_prompt,
+        cached: s.tokens_cached,
+        completion: s.tokens_generated,
     }
 }
 
@@ -631,6 +678,7 @@ fn sse_stream(
                         let c = head.chunk(None, false, Some(StopReason::Interrupted));
                         let s = Summary {
                             tokens_prompt: n_prompt,
+                            tokens_cached: 0,
                             tokens_generated: 0,
                             stop_reason: StopReason::Interrupted,
                             time_to_first_token: None,
@@ -644,7 +692,7 @@ fn sse_stream(
                     }
                 },
                 Phase::Usage(s) => {
-                    let u = head.usage_chunk(s.tokens_prompt, s.tokens_generated);
+                    let u = head.usage_chunk(usage_of(&s));
                     Some((data(u), (Phase::Done, rx, head)))
                 }
                 Phase::Done => Some((

@@ -333,13 +333,25 @@ pub fn finish_reason(r: StopReason) -> &'static str {
     }
 }
 
-/// `usage`.
+/// Token counts of one answer, for `usage`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Usage {
+    /// Prompt tokens.
+    pub prompt: usize,
+    /// Of those, the ones found in the slot's cache (not evaluated again).
+    pub cached: usize,
+    /// Tokens generated.
+    pub completion: usize,
+}
+
+/// `usage`, with OpenAI's `prompt_tokens_details.cached_tokens`.
 #[must_use]
-pub fn usage(prompt: usize, completion: usize) -> Value {
+pub fn usage(u: Usage) -> Value {
     json!({
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "total_tokens": prompt + completion,
+        "prompt_tokens": u.prompt,
+        "completion_tokens": u.completion,
+        "total_tokens": u.prompt + u.completion,
+        "prompt_tokens_details": {"cached_tokens": u.cached},
     })
 }
 
@@ -376,13 +388,7 @@ impl Header {
 
     /// The whole answer.
     #[must_use]
-    pub fn complete(
-        &self,
-        text: &str,
-        reason: StopReason,
-        prompt: usize,
-        completion: usize,
-    ) -> Value {
+    pub fn complete(&self, text: &str, reason: StopReason, counts: Usage) -> Value {
         let choice = match self.kind {
             Kind::Chat => json!({
                 "index": 0,
@@ -403,7 +409,7 @@ impl Header {
             "created": self.created,
             "model": self.model,
             "choices": [choice],
-            "usage": usage(prompt, completion),
+            "usage": usage(counts),
         })
     }
 
@@ -441,14 +447,14 @@ impl Header {
 
     /// The usage chunk (`stream_options.include_usage`): no choices.
     #[must_use]
-    pub fn usage_chunk(&self, prompt: usize, completion: usize) -> Value {
+    pub fn usage_chunk(&self, counts: Usage) -> Value {
         json!({
             "id": self.id,
             "object": self.object(true),
             "created": self.created,
             "model": self.model,
             "choices": [],
-            "usage": usage(prompt, completion),
+            "usage": usage(counts),
         })
     }
 }
@@ -541,17 +547,23 @@ mod tests {
             model: "m".into(),
             kind: Kind::Chat,
         };
-        let v = h.complete("hi", StopReason::MaxTokens, 3, 2);
+        let counts = Usage {
+            prompt: 3,
+            cached: 1,
+            completion: 2,
+        };
+        let v = h.complete("hi", StopReason::MaxTokens, counts);
         assert_eq!(v["object"], "chat.completion");
         assert_eq!(v["choices"][0]["message"]["content"], "hi");
         assert_eq!(v["choices"][0]["finish_reason"], "length");
         assert_eq!(v["usage"]["total_tokens"], 5);
+        assert_eq!(v["usage"]["prompt_tokens_details"]["cached_tokens"], 1);
         let c = h.chunk(Some(""), true, None);
         assert_eq!(c["choices"][0]["delta"]["role"], "assistant");
         assert!(c["choices"][0]["finish_reason"].is_null());
         let last = h.chunk(None, false, Some(StopReason::StopString));
         assert_eq!(last["choices"][0]["finish_reason"], "stop");
         assert_eq!(last["choices"][0]["delta"], json!({}));
-        assert_eq!(h.usage_chunk(1, 1)["choices"], json!([]));
+        assert_eq!(h.usage_chunk(counts)["choices"], json!([]));
     }
 }

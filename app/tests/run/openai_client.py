@@ -7,6 +7,8 @@ openai 3.x).
     python openai_client.py BASE_URL streams N      (prints READY when every
                                                      stream has text, then
                                                      waits for their ends)
+    python openai_client.py BASE_URL conversation TURNS
+    python openai_client.py BASE_URL interleaved TURNS    (two slots)
 
 Each mode asserts what it checks and prints one JSON line of findings for
 the Rust test to check again; any failed assertion exits non-zero.
@@ -54,6 +56,36 @@ def compat():
     models = client.models.list()
     out["models"] = [m.id for m in models.data]
     assert len(out["models"]) == 1, out
+    # The context a request can use, under the names clients probe for.
+    extra = models.data[0].model_dump()
+    out["context_length"] = extra.get("context_length")
+    out["max_model_len"] = extra.get("max_model_len")
+    out["meta"] = extra.get("meta")
+    assert out["context_length"] == out["max_model_len"] == out["meta"]["n_ctx"], out
+
+    # Fields this server does not know are ignored (llama-server's and
+    # vLLM's own, a made-up one), not refused.
+    known = chat()
+    unknown = chat(
+        extra_body={"cache_prompt": True, "top_k": 1, "frobnicate": {"x": [1, 2]}},
+        user="someone",
+        presence_penalty=0.0,
+    )
+    assert unknown.choices[0].message.content == known.choices[0].message.content, unknown
+    out["unknown_fields"] = "ignored"
+
+    # Refusals carry OpenAI's error object, which the client hands over as .body.
+    bodies = []
+    for bad in (dict(max_tokens=0), dict(messages=[{"role": "wizard", "content": "x"}])):
+        try:
+            chat(**bad)
+            raise AssertionError(f"{bad} accepted")
+        except openai.BadRequestError as e:
+            assert isinstance(e.body, dict), e.body
+            assert set(e.body) == {"message", "type", "param", "code"}, e.body
+            assert e.body["type"] == "invalid_request_error" and e.body["message"], e.body
+            bodies.append(e.body)
+    out["error_bodies"] = bodies
 
     first = chat()
     again = chat()
@@ -232,10 +264,66 @@ def streams(n):
     assert all(e and e["done"] and e["finish"] in ("stop", "length") for e in ends), ends
 
 
+def conversation(turns):
+    """A chat client's conversation: each turn resends the whole history.
+    Prints, per turn, the prompt tokens, those the server took from its
+    cache, and the answer, for the test to hold against llama-server's."""
+    hist = [{"role": "system", "content": "You are a helpful assistant who answers briefly."}]
+    asks = [
+        "Name three rivers in Europe.",
+        "Which of them is the longest?",
+        "Which countries does it flow through?",
+        "Write one sentence about a boat on that river.",
+        "Now write a second sentence that continues the story.",
+        "What is the capital of France?",
+    ]
+    found = []
+    for k in range(turns):
+        hist.append({"role": "user", "content": asks[k % len(asks)]})
+        r = chat(messages=hist, max_tokens=32)
+        details = r.usage.prompt_tokens_details
+        answer = r.choices[0].message.content
+        assert answer, r
+        found.append(
+            {
+                "prompt": r.usage.prompt_tokens,
+                "cached": details.cached_tokens if details else None,
+                "answer": answer,
+            }
+        )
+        hist.append({"role": "assistant", "content": answer})
+    print(json.dumps({"turns": found}))
+
+
+def interleaved(turns):
+    """Two conversations taking turns on two slots: each finds its own
+    history in the slot it left, whatever slot the other used."""
+    hists = [
+        [{"role": "user", "content": "Tell me about cats."}],
+        [{"role": "user", "content": "Tell me about the sea."}],
+    ]
+    found, prev = [], [0, 0]
+    for k in range(turns):
+        for c in (0, 1):
+            r = chat(messages=hists[c], max_tokens=16)
+            cached = r.usage.prompt_tokens_details.cached_tokens
+            if k > 0:
+                assert cached >= prev[c], (k, c, cached, prev[c])
+            found.append({"conversation": c, "prompt": r.usage.prompt_tokens, "cached": cached})
+            prev[c] = r.usage.prompt_tokens
+            hists[c].append({"role": "assistant", "content": r.choices[0].message.content})
+            hists[c].append({"role": "user", "content": "And then?"})
+    print(json.dumps({"turns": found}))
+
+
 if mode == "compat":
     compat()
 elif mode == "flood":
     asyncio.run(flood(int(sys.argv[3]), float(sys.argv[4])))
+elif mode == "conversation":
+    conversation(int(sys.argv[3]))
+elif mode == "interleaved":
+    interleaved(int(sys.argv[3]))
 elif mode == "streams":
     streams(int(sys.argv[3]))
 else:

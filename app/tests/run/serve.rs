@@ -2,7 +2,10 @@
 //! official OpenAI Python client (issue #12): the API's shapes and
 //! determinism, a flood against a bounded queue, SIGTERM during streams,
 //! the errors a client can cause, and `plan --parallel auto` agreeing with
-//! the slots the server runs.
+//! the slots the server runs; and (issue #22) a resent conversation that
+//! reuses its slot's cache as llama-server's prompt cache does, a
+//! sliding-window cache reused or cleared, `/v1/models`' context, unknown
+//! fields and error bodies.
 //!
 //! The client runs from a virtual environment made once per machine in
 //! headroom's cache (`openai` pinned, from PyPI). Every server listens on a
@@ -298,6 +301,29 @@ fn the_openai_client_gets_openai_s_answers() {
     );
     let found = client(&server.url, &["compat"], Duration::from_secs(300));
     assert_eq!(found["models"].as_array().map(Vec::len), Some(1), "{found}");
+    // /v1/models names the context of a slot and the model's facts.
+    assert_eq!(found["context_length"], 2048, "{found}");
+    assert_eq!(found["max_model_len"], 2048, "{found}");
+    let meta = &found["meta"];
+    assert_eq!(meta["n_ctx"], 2048, "{found}");
+    assert_eq!(
+        meta["n_ctx_train"], 8192,
+        "SmolLM2's training context: {found}"
+    );
+    assert!(
+        meta["n_params"]
+            .as_u64()
+            .is_some_and(|n| (100_000_000..200_000_000).contains(&n)),
+        "a 135M model: {found}"
+    );
+    let size = std::fs::metadata(instruct()).expect("model file").len();
+    assert_eq!(meta["size"].as_u64(), Some(size), "{found}");
+    assert_eq!(found["unknown_fields"], "ignored", "{found}");
+    assert_eq!(
+        found["error_bodies"].as_array().map(Vec::len),
+        Some(2),
+        "{found}"
+    );
     // The instruct demo model knows the answer.
     assert!(
         found["text"].as_str().is_some_and(|t| t.contains("Paris")),
@@ -310,6 +336,217 @@ fn the_openai_client_gets_openai_s_answers() {
             .is_some_and(|m| m.contains("temperature")),
         "{found}"
     );
+}
+
+/// The prompt tokens the server evaluated, and those it took from a slot's
+/// cache, from `/metrics`.
+fn prompt_counters(server: &Server) -> (u64, u64) {
+    let (_, _, metrics) = server.request("GET", "/metrics", &[], "");
+    let read = |name: &str| {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in /metrics:\n{metrics}"))
+    };
+    (
+        read("headroom_prompt_tokens_total"),
+        read("headroom_prompt_tokens_cached_total"),
+    )
+}
+
+/// llama.cpp's own `llama-server` (built by `scripts/llama-tools.sh` from the
+/// sources headroom links) on a free loopback port, with its prompt cache on
+/// (its default); stopped on drop.
+struct LlamaServer {
+    child: Child,
+    url: String,
+}
+
+impl LlamaServer {
+    fn start(model: &Path, args: &[&str]) -> LlamaServer {
+        let bin = crate::bench_common::llama_tools()
+            .expect("scripts/llama-tools.sh builds llama-server")
+            .swap_remove(2);
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let mut child = Command::new(bin)
+            .arg("-m")
+            .arg(model)
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .args(["-t", "2", "-tb", "2"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start llama-server");
+        let t0 = Instant::now();
+        loop {
+            let healthy = TcpStream::connect(("127.0.0.1", port)).is_ok_and(|mut s| {
+                let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+                let _ =
+                    s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+                let mut r = String::new();
+                let _ = s.read_to_string(&mut r);
+                r.starts_with("HTTP/1.1 200")
+            });
+            if healthy {
+                break;
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("llama-server exited ({status}) before it was ready");
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(120),
+                "llama-server never healthy"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        LlamaServer {
+            child,
+            url: format!("http://127.0.0.1:{port}/v1"),
+        }
+    }
+}
+
+impl Drop for LlamaServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_resent_conversation_evaluates_only_its_new_turn_as_llama_server_does() {
+    let _gate = one_at_a_time();
+    const TURNS: usize = 6;
+    let args = ["-c", "4096"];
+    let server = Server::start(instruct(), &[&args[..], &["--parallel", "1"]].concat());
+    let ours = client(
+        &server.url,
+        &["conversation", "6"],
+        Duration::from_secs(300),
+    );
+    let (evaluated, cached) = prompt_counters(&server);
+    drop(server);
+    let llama = LlamaServer::start(instruct(), &[&args[..], &["-np", "1"]].concat());
+    let theirs = client(&llama.url, &["conversation", "6"], Duration::from_secs(300));
+    drop(llama);
+    println!(
+        "headroom: {ours}\nllama-server: {theirs}\n/metrics: {evaluated} evaluated, {cached} from the cache"
+    );
+    let turns = ours["turns"].as_array().expect("turns");
+    assert_eq!(turns.len(), TURNS, "{ours}");
+    // Each turn found the whole previous prompt in the slot's cache (and
+    // the answer's tokens the client sent back as they were generated).
+    for k in 1..TURNS {
+        let prev = turns[k - 1]["prompt"].as_u64().unwrap_or(u64::MAX);
+        let now = turns[k]["cached"].as_u64().unwrap_or(0);
+        assert!(now >= prev, "turn {k}: {now} cached < {prev}: {ours}");
+    }
+    // The same prompts, the same tokens reused, the same answers as
+    // llama-server's prompt cache: reuse changes no result of llama.cpp's
+    // own (a run that evaluates everything again may differ in the last
+    // bits, which llama-server's README says of its cache_prompt too).
+    assert_eq!(ours, theirs, "headroom against llama-server");
+    // /metrics: what was reused was not evaluated.
+    let asked: u64 = turns.iter().filter_map(|t| t["prompt"].as_u64()).sum();
+    let reused: u64 = turns.iter().filter_map(|t| t["cached"].as_u64()).sum();
+    assert_eq!(cached, reused, "/metrics against usage");
+    assert_eq!(
+        evaluated,
+        asked - reused,
+        "/metrics: prompt tokens evaluated"
+    );
+
+    // Two conversations taking turns on two slots each find their own
+    // history, whichever slot the other used.
+    let server = Server::start(instruct(), &["--parallel", "2", "-c", "4096"]);
+    let found = client(&server.url, &["interleaved", "3"], Duration::from_secs(300));
+    let turns = found["turns"].as_array().expect("turns");
+    assert_eq!(turns.len(), 6, "{found}");
+    for k in 2..turns.len() {
+        let prev = turns[k - 2]["prompt"].as_u64().unwrap_or(u64::MAX);
+        let now = turns[k]["cached"].as_u64().unwrap_or(0);
+        assert!(now >= prev, "request {k}: {now} cached < {prev}: {found}");
+    }
+}
+
+/// A greedy `/v1/completions` of `max_tokens` on a server at `url`
+/// (`http://HOST:PORT/v1`): the text, prompt tokens and cached tokens.
+fn complete_at(url: &str, prompt: &str, max_tokens: u32) -> (String, u64, Option<u64>) {
+    let addr = url.trim_start_matches("http://").trim_end_matches("/v1");
+    let body = serde_json::json!({
+        "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
+    })
+    .to_string();
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(120)))
+        .expect("timeout");
+    let head = format!(
+        "POST /v1/completions HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).expect("send head");
+    s.write_all(body.as_bytes()).expect("send body");
+    let mut raw = String::new();
+    let _ = s.read_to_string(&mut raw);
+    let (head, rest) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    assert!(head.starts_with("HTTP/1.1 200"), "{raw}");
+    // llama-server may answer in chunks; the JSON object is the body.
+    let json = &rest[rest.find('{').unwrap_or(0)..=rest.rfind('}').unwrap_or(0)];
+    let v: Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {rest}"));
+    (
+        v["choices"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        v["usage"]["prompt_tokens"].as_u64().unwrap_or(0),
+        v["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64(),
+    )
+}
+
+#[test]
+fn a_sliding_window_cache_is_reused_where_it_holds_and_cleared_where_not() {
+    let _gate = one_at_a_time();
+    // The base demo, Gemma 3: a 512-token sliding window on most layers.
+    let model = crate::demo::demo_model();
+    let story: String = (1..=150)
+        .map(|i| format!("Line {i}: the harbour was quiet and the boats were tied. "))
+        .collect();
+    let longer = format!("{story}Line 151: a bell rang across the water.");
+    let head: String = story
+        .split("Line 31:")
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let early = format!("{head}Then, without warning, a storm came.");
+    let server = Server::start(&model, &["--parallel", "1", "-c", "4096"]);
+    let a = complete_at(&server.url, &story, 8);
+    // The same text and more: the window before the cut is still cached.
+    let b = complete_at(&server.url, &longer, 8);
+    // Only the first ~400 tokens shared: the window before them is gone
+    // from the cache, so the slot is cleared and all of it evaluated.
+    let c = complete_at(&server.url, &early, 8);
+    drop(server);
+    println!("headroom: {a:?}\n{b:?}\n{c:?}");
+    assert!(a.1 > 1500, "a prompt well past the window: {a:?}");
+    assert!(
+        b.2.unwrap_or(0) >= a.1 - 2,
+        "the extension reused the cache: {b:?}"
+    );
+    assert_eq!(c.2, Some(0), "a cut the window does not cover: {c:?}");
+    // Evaluated whole, it is a fresh server's answer to the same prompt.
+    let fresh = Server::start(&model, &["--parallel", "1", "-c", "4096"]);
+    let c_fresh = complete_at(&fresh.url, &early, 8);
+    drop(fresh);
+    assert_eq!(c.0, c_fresh.0, "after the clear, as a fresh server");
+    // (Not held against llama-server: for a sliding-window model it
+    // splits the prompt's last batch to make its checkpoints, which changes
+    // the arithmetic enough to change this base model's greedy text.)
 }
 
 #[test]
