@@ -306,6 +306,8 @@ fn decode_is_guarded_against_backend_exceptions() {
         "the warm-up decode went through the guard ({before} calls before)"
     );
     drop(session);
+}
+
 /// Issue #21, item 6: lavapipe is in no GPU table, so its speed is
 /// measured on it (`headroom probe-device`, in a child process, then
 /// cached for the machine and build): with the variable set, a plan of the
