@@ -568,24 +568,25 @@ impl Session<'_> {
     /// from the KV cache. At least the last prompt token is evaluated again
     /// (its logits are needed).
     fn reuse_prefix(&mut self, prompt: &[LlamaToken]) {
-        let common = self
-            .cached
-            .iter()
-            .zip(prompt)
-            .take_while(|(a, b)| a == b)
-            .count()
-            .min(prompt.len() - 1);
-        if common == self.cached.len() {
+        // The server's rule (`prefix`): a recurrent state keeps only an
+        // exact extension, and a sliding-window cache only a cut whose
+        // window is still in its cells; `seq_rm` alone succeeds on a
+        // sliding-window cache that has already dropped them.
+        let memory = prefix::Memory::of(self.engine.model());
+        let common = prefix::common_prefix(&self.cached, prompt);
+        let keep = prefix::keep(memory, self.cached.len(), common, prompt.len());
+        if keep == self.cached.len() {
             return;
         }
-        let removed = u32::try_from(common)
-            .ok()
-            .and_then(|p0| self.ctx.clear_kv_cache_seq(Some(0), Some(p0), None).ok())
-            .unwrap_or(false);
+        let removed = keep > 0
+            && u32::try_from(keep)
+                .ok()
+                .and_then(|p0| self.ctx.clear_kv_cache_seq(Some(0), Some(p0), None).ok())
+                .unwrap_or(false)
+            && prefix::window_holds(memory, self.ctx.kv_cache_seq_pos_min(0), keep);
         if removed {
-            self.cached.truncate(common);
+            self.cached.truncate(keep);
         } else {
-            // Some caches (sliding-window, recurrent) cannot drop a tail.
             self.clear();
         }
     }
