@@ -480,6 +480,9 @@ pub mod overhead {
     /// allocates lazily at the first decode, outside
     /// `llama_get_memory_breakdown`. An estimate until measured.
     pub const VULKAN_CONTEXT: u64 = 128 * MIB;
+    /// Staging and pipeline memory a software Vulkan device (lavapipe)
+    /// takes beside its scratch buffers (see [`super::vulkan_scratch`]).
+    pub const VULKAN_SOFTWARE_STAGING: u64 = 8 * MIB;
     /// Overhead of a unified-memory GPU backend (Metal, APU): estimate.
     pub const UNIFIED_CONTEXT: u64 = 64 * MIB;
     /// Address space a process maps beyond its buffers (libraries, heap arenas,
@@ -1353,6 +1356,58 @@ fn residency(
     }
 }
 
+/// The memory a Vulkan device allocates at the first decode, outside
+/// llama.cpp's accounting. On a software device (lavapipe, which has no
+/// matrix pipeline for quantized weights), every product of a quantized
+/// weight dequantizes it to f16 in `prealloc_x` (`ggml_vk_mul_mat_q_f16`),
+/// which grows to the largest such weight, and converts its input in
+/// `prealloc_y` (a ubatch of the widest rows); plus staging. Measured on
+/// lavapipe: the instruct demo with every layer there peaks within a few
+/// percent of the plan (`app/tests/run/vulkan.rs`). Other Vulkan devices
+/// keep [`overhead::VULKAN_CONTEXT`], an estimate until one is measured.
+fn vulkan_scratch(
+    p: &ModelProfile,
+    ctx: &Context,
+    placement: &Placement,
+    lay: &Layout,
+    spec: &GpuSpec,
+    g: usize,
+) -> u64 {
+    let software = spec
+        .llama
+        .as_ref()
+        .is_some_and(|l| crate::hw::is_software_device(&l.description));
+    if !software {
+        return overhead::VULKAN_CONTEXT;
+    }
+    let elements = |t: &Tensor| t.dims.iter().copied().fold(1u64, u64::saturating_mul);
+    let on_device = p
+        .layers
+        .iter()
+        .enumerate()
+        .filter(|&(il, _)| placement.device_of(p.n_layer, il as u32) == Some(g))
+        .flat_map(|(_, l)| &l.tensors)
+        .chain(
+            (lay.out_dev == Some(g))
+                .then_some(p.output.as_ref().or(p.token_embd.as_ref()))
+                .flatten(),
+        )
+        .filter(|t| t.dims.len() >= 2 && t.ty.is_quantized() && spec.takes(t));
+    let x = on_device
+        .map(|t| product([elements(t), 2]))
+        .max()
+        .unwrap_or(0)
+        .min(spec.max_tensor_bytes());
+    let widest = p
+        .layers
+        .iter()
+        .flat_map(|l| &l.tensors)
+        .filter_map(|t| t.dims.first().copied())
+        .fold(u64::from(p.n_embd), u64::max);
+    let y = product([u64::from(ctx.n_tokens), widest, 4]);
+    sum([x, y, overhead::VULKAN_SOFTWARE_STAGING])
+}
+
 /// The per-device table (CPU first, then each GPU) with the buffers as
 /// llama.cpp names them, our overheads and the margins.
 fn device_uses(
@@ -1361,6 +1416,7 @@ fn device_uses(
     lay: &Layout,
     b: &Buffers,
     base: u64,
+    scratch: &[u64],
 ) -> Vec<DeviceUse> {
     let Buffers {
         weights: w,
@@ -1424,7 +1480,7 @@ fn device_uses(
             // The worker's backend context is in the worker, not here; what
             // it allocates is exactly its buffers.
             (DeviceKind::Rpc, _) | (_, Backend::Rpc) => 0,
-            (_, Backend::Vulkan) => overhead::VULKAN_CONTEXT,
+            (_, Backend::Vulkan) => scratch.get(g).copied().unwrap_or(overhead::VULKAN_CONTEXT),
             (_, Backend::Cuda) => overhead::CUDA_CONTEXT,
         };
         let used = sum([w.gpu[g], kv.gpu[g], c.gpu[g]]);
@@ -1481,7 +1537,13 @@ pub fn estimate(
         compute: compute_buffers(p, ctx, &lay),
     };
     let r = residency(p, settings, m, &lay, &b);
-    let devices = device_uses(settings, m, &lay, &b, r.base);
+    let scratch: Vec<u64> = m
+        .gpus
+        .iter()
+        .enumerate()
+        .map(|(g, spec)| vulkan_scratch(p, ctx, placement, &lay, spec, g))
+        .collect();
+    let devices = device_uses(settings, m, &lay, &b, r.base, &scratch);
     let mut active_bytes = vec![b.weights.cpu_active];
     active_bytes.extend(b.weights.gpu_active);
     let mut chain = vec![0];

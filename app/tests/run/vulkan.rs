@@ -213,17 +213,17 @@ fn plan_per_device_matches_llama_cpp_on_lavapipe_and_two_workers() {
     );
 }
 
-/// The instruct demo with every layer on lavapipe gives the CPU's greedy
-/// answer (a few tokens: lavapipe decodes at about 0.4 tok/s), on the
-/// device the plan put its layers on. The peak RSS (which includes the
-/// device's memory) is printed against the plan's RAM peak: the 1.00-1.15
-/// bound is not held yet (issue #21: the device's lazily allocated scratch
-/// is not measured).
+/// The instruct demo with every layer, and with about half (`-ngl 16`:
+/// the output and 15 layers), on lavapipe gives the CPU's greedy answer (a
+/// few tokens: lavapipe decodes at about 0.4 tok/s), on the device the plan
+/// put its layers on; the peak RSS (which includes the device's memory and
+/// the scratch it allocates at the first decode) is within 1.00-1.15 below
+/// the plan's RAM peak.
 #[test]
 fn every_layer_on_lavapipe_gives_the_cpu_s_answer() {
     let _gate = one_at_a_time();
     let m = crate::demo::instruct_model().display().to_string();
-    let ask = |vk: bool| -> Value {
+    let ask = |ngl: Option<&str>| -> Value {
         let sb = Sandbox::new();
         let mut c = sb.cmd([
             "run",
@@ -236,9 +236,9 @@ fn every_layer_on_lavapipe_gives_the_cpu_s_answer() {
             "--temp",
             "0",
             "-ngl",
-            if vk { "99" } else { "0" },
+            ngl.unwrap_or("0"),
         ]);
-        if vk {
+        if ngl.is_some() {
             c.env("GGML_VK_VISIBLE_DEVICES", "0");
         } else {
             c.env_remove("GGML_VK_VISIBLE_DEVICES");
@@ -246,35 +246,46 @@ fn every_layer_on_lavapipe_gives_the_cpu_s_answer() {
         let out = c.output().expect("run starts");
         assert!(
             out.status.success(),
-            "vulkan {vk}: {}",
+            "-ngl {ngl:?}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
         serde_json::from_slice(&out.stdout).expect("run --json")
     };
-    let cpu = ask(false);
-    let vk = ask(true);
-    assert_eq!(vk["text"], cpu["text"], "greedy text on lavapipe");
+    let cpu = ask(None);
     assert!(
         cpu["text"].as_str().unwrap_or("").contains("Paris"),
         "{}",
         cpu["text"]
     );
-    let devices = vk["planned"]["devices"].as_array().expect("devices");
-    let on_device = devices
-        .iter()
-        .find(|d| d["name"].as_str().is_some_and(|n| n.contains("llvmpipe")))
-        .expect("a row for lavapipe");
-    assert_eq!(on_device["n_layers"], 30, "{on_device}");
-    let peak = vk["peak_rss_bytes"].as_u64().unwrap_or(0);
-    let planned = vk["planned"]["ram_peak_bytes"].as_u64().unwrap_or(0);
-    println!(
-        "lavapipe, every layer: decode {} tok/s (CPU {}), peak RSS {:.1} MiB, planned RAM peak {:.1} MiB (plan / peak {:.3}, not held yet)",
-        vk["decode_tokens_per_s"],
-        cpu["decode_tokens_per_s"],
-        peak as f64 / 1048576.0,
-        planned as f64 / 1048576.0,
-        planned as f64 / peak.max(1) as f64
-    );
+    for (ngl, layers) in [("99", 30), ("16", 15)] {
+        let vk = ask(Some(ngl));
+        assert_eq!(
+            vk["text"], cpu["text"],
+            "greedy text with -ngl {ngl} on lavapipe"
+        );
+        let devices = vk["planned"]["devices"].as_array().expect("devices");
+        let on_device = devices
+            .iter()
+            .find(|d| d["name"].as_str().is_some_and(|n| n.contains("llvmpipe")))
+            .expect("a row for lavapipe");
+        assert_eq!(on_device["n_layers"], layers, "{on_device}");
+        let peak = vk["peak_rss_bytes"].as_u64().unwrap_or(0);
+        let planned = vk["planned"]["ram_peak_bytes"].as_u64().unwrap_or(0);
+        let ratio = planned as f64 / peak.max(1) as f64;
+        println!(
+            "lavapipe, -ngl {ngl}: decode {} tok/s (CPU {}), peak RSS {:.1} MiB, planned RAM peak {:.1} MiB (plan / peak {ratio:.3})",
+            vk["decode_tokens_per_s"],
+            cpu["decode_tokens_per_s"],
+            peak as f64 / 1048576.0,
+            planned as f64 / 1048576.0,
+        );
+        // The peak includes the device's memory (lavapipe's is this
+        // process's): the plan bounds it, within 15%.
+        assert!(
+            (1.0..=1.15).contains(&ratio),
+            "-ngl {ngl}: plan / peak RSS {ratio:.3} outside 1.00-1.15"
+        );
+    }
 }
 
 /// Every `llama_decode` of the program goes through the shim's guard
