@@ -23,7 +23,7 @@ use futures_util::stream::{self, Stream};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
-use crate::runner::batch::{Admission, Event, Job, Rejected, Stats, Summary};
+use crate::runner::batch::{Admission, Event, Job, Rejected, Stats, Summary, TokenLogprob};
 use crate::runner::template::ChatFormat;
 use crate::runner::{Engine, GenOptions, Sampling, StopReason};
 use openai::{ApiError, Header, Kind, Params, Usage};
@@ -587,6 +587,7 @@ async fn submit(
         prompt: tokens,
         opts,
         events: tx,
+        logprobs: params.logprobs,
     };
     if let Err((why, _)) = state.admission.submit(job) {
         return error(state, &busy(state, why));
@@ -602,17 +603,23 @@ async fn submit(
     };
     if params.stream {
         state.responses.add(200);
-        return Sse::new(sse_stream(head, rx, params.include_usage, n_prompt)).into_response();
+        let lp = params.logprobs.is_some();
+        return Sse::new(sse_stream(head, rx, params.include_usage, n_prompt, lp)).into_response();
     }
     // The whole answer. If the client goes away, axum drops this future,
     // which drops `rx`, and the scheduler frees the slot at its next step.
     let mut rx = rx;
     let mut text = String::new();
+    let mut logprobs = Vec::new();
     loop {
         match rx.recv().await {
             Some(Event::Text(t)) => text.push_str(&t),
+            Some(Event::Logprob(l)) => logprobs.push(l),
             Some(Event::Done(s)) => {
-                let v = head.complete(&text, s.stop_reason, usage_of(&s));
+                let mut v = head.complete(&text, s.stop_reason, usage_of(&s));
+                if params.logprobs.is_some() {
+                    openai::set_logprobs(&mut v, head.logprobs(&logprobs, 0));
+                }
                 return json_ok(state, &v);
             }
             Some(Event::Failed(why)) => return error(state, &internal(&why)),
@@ -629,6 +636,28 @@ fn usage_of(s: &Summary) -> Usage {
     }
 }
 
+/// A job's event other than a log-probability.
+enum Next {
+    Text(String),
+    Done(Summary),
+    Failed(String),
+    /// The scheduler dropped the job's sender.
+    Closed,
+}
+
+/// The next event that is not a log-probability (those go into `lps`).
+async fn recv_text(rx: &mut UnboundedReceiver<Event>, lps: &mut Vec<TokenLogprob>) -> Next {
+    loop {
+        match rx.recv().await {
+            Some(Event::Logprob(l)) => lps.push(l),
+            Some(Event::Text(t)) => return Next::Text(t),
+            Some(Event::Done(s)) => return Next::Done(s),
+            Some(Event::Failed(why)) => return Next::Failed(why),
+            None => return Next::Closed,
+        }
+    }
+}
+
 /// Server-sent events: a first chunk, one per piece of text, the last chunk
 /// with its `finish_reason`, the usage chunk when asked, then `[DONE]`.
 fn sse_stream(
@@ -636,6 +665,7 @@ fn sse_stream(
     rx: UnboundedReceiver<Event>,
     include_usage: bool,
     n_prompt: usize,
+    logprobs: bool,
 ) -> impl Stream<Item = Result<SseEvent, Infallible>> {
     enum Phase {
         First,
@@ -645,36 +675,48 @@ fn sse_stream(
         End,
     }
     let data = |v: Value| Ok(SseEvent::default().data(v.to_string()));
+    // Log-probabilities wait for the text their tokens make (a chunk's
+    // delta carries its own tokens'); the state's `usize`: the characters
+    // of the answer sent so far (legacy `text_offset`).
+    let with_lp = move |head: &Header, mut c: Value, lps: &mut Vec<TokenLogprob>, offset: usize| {
+        if logprobs {
+            openai::set_logprobs(&mut c, head.logprobs(lps, offset));
+            lps.clear();
+        }
+        c
+    };
     stream::unfold(
-        (Phase::First, rx, head),
-        move |(phase, mut rx, head)| async move {
+        (Phase::First, rx, head, Vec::new(), 0usize),
+        move |(phase, mut rx, head, mut lps, mut offset)| async move {
             match phase {
                 Phase::First => {
                     let first = match head.kind {
                         Kind::Chat => head.chunk(Some(""), true, None),
                         Kind::Completion => head.chunk(Some(""), false, None),
                     };
-                    Some((data(first), (Phase::Body, rx, head)))
+                    Some((data(first), (Phase::Body, rx, head, lps, offset)))
                 }
-                Phase::Body => match rx.recv().await {
-                    Some(Event::Text(t)) => {
-                        let c = head.chunk(Some(&t), false, None);
-                        Some((data(c), (Phase::Body, rx, head)))
+                Phase::Body => match recv_text(&mut rx, &mut lps).await {
+                    Next::Text(t) => {
+                        let c = with_lp(&head, head.chunk(Some(&t), false, None), &mut lps, offset);
+                        offset += t.chars().count();
+                        Some((data(c), (Phase::Body, rx, head, lps, offset)))
                     }
-                    Some(Event::Done(s)) => {
+                    Next::Done(s) => {
                         let c = head.chunk(None, false, Some(s.stop_reason));
+                        let c = with_lp(&head, c, &mut lps, offset);
                         let next = if include_usage {
                             Phase::Usage(s)
                         } else {
                             Phase::Done
                         };
-                        Some((data(c), (next, rx, head)))
+                        Some((data(c), (next, rx, head, lps, offset)))
                     }
-                    Some(Event::Failed(why)) => {
+                    Next::Failed(why) => {
                         let e = internal(&why).body();
-                        Some((data(e), (Phase::Done, rx, head)))
+                        Some((data(e), (Phase::Done, rx, head, lps, offset)))
                     }
-                    None => {
+                    Next::Closed => {
                         let c = head.chunk(None, false, Some(StopReason::Interrupted));
                         let s = Summary {
                             tokens_prompt: n_prompt,
@@ -688,16 +730,16 @@ fn sse_stream(
                         } else {
                             Phase::Done
                         };
-                        Some((data(c), (next, rx, head)))
+                        Some((data(c), (next, rx, head, lps, offset)))
                     }
                 },
                 Phase::Usage(s) => {
                     let u = head.usage_chunk(usage_of(&s));
-                    Some((data(u), (Phase::Done, rx, head)))
+                    Some((data(u), (Phase::Done, rx, head, lps, offset)))
                 }
                 Phase::Done => Some((
                     Ok(SseEvent::default().data("[DONE]")),
-                    (Phase::End, rx, head),
+                    (Phase::End, rx, head, lps, offset),
                 )),
                 Phase::End => None,
             }
