@@ -114,6 +114,8 @@ struct ChatBody {
     logprobs: Option<bool>,
     #[serde(default)]
     top_logprobs: Option<i64>,
+    #[serde(default)]
+    reasoning_format: Option<String>,
     #[serde(flatten)]
     common: Common,
 }
@@ -166,6 +168,10 @@ pub struct ChatRequest {
     pub messages: Vec<Message>,
     /// Sampling and streaming.
     pub params: Params,
+    /// Split `<think>…</think>` into `reasoning_content` where the template
+    /// thinks (`reasoning_format` `auto`/`deepseek`, the default); `false`:
+    /// `none`.
+    pub split_reasoning: bool,
 }
 
 /// A legacy completion request.
@@ -317,7 +323,20 @@ pub fn chat_request(body: &[u8]) -> Result<ChatRequest, ApiError> {
         (false, _) => None,
         (true, n) => Some(usize::try_from(n.unwrap_or(0)).unwrap_or(0)),
     };
-    Ok(ChatRequest { messages, params })
+    let split_reasoning = match b.reasoning_format.as_deref() {
+        None | Some("auto" | "deepseek") => true,
+        Some("none") => false,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "reasoning_format = {other:?}: auto, deepseek or none"
+            )));
+        }
+    };
+    Ok(ChatRequest {
+        messages,
+        params,
+        split_reasoning,
+    })
 }
 
 /// Parse and check a legacy completion body.
@@ -541,6 +560,115 @@ impl Header {
     }
 }
 
+/// The tags a thinking model writes its reasoning between.
+pub const THINK_OPEN: &str = "<think>";
+/// See [`THINK_OPEN`].
+pub const THINK_CLOSE: &str = "</think>";
+
+/// Splits a thinking model's answer, as it streams, into reasoning and
+/// content as llama-server's `deepseek` reasoning format does: text between
+/// a leading `<think>` (or from the start, when the prompt already opened
+/// it) and `</think>` is reasoning, the rest content (its leading
+/// whitespace dropped); a tag split across pieces is held back until it is
+/// whole. An answer that does not start with `<think>` is all content.
+#[derive(Debug, Clone)]
+pub struct ReasoningSplit {
+    state: Think,
+    held: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Think {
+    /// Before any text: a `<think>` may come.
+    Start,
+    /// Inside the reasoning.
+    In,
+    /// After `</think>`, before the content's first non-space.
+    After,
+    /// Content.
+    Out,
+}
+
+impl ReasoningSplit {
+    /// `opened`: the prompt ends with `<think>` (the template opened it).
+    #[must_use]
+    pub fn new(opened: bool) -> ReasoningSplit {
+        ReasoningSplit {
+            state: if opened { Think::In } else { Think::Start },
+            held: String::new(),
+        }
+    }
+
+    /// The next piece of the answer: (reasoning, content) safe to send.
+    pub fn push(&mut self, piece: &str) -> (String, String) {
+        self.held.push_str(piece);
+        let (mut reasoning, mut content) = (String::new(), String::new());
+        loop {
+            match self.state {
+                Think::Start => {
+                    let t = self.held.trim_start();
+                    if t.starts_with(THINK_OPEN) {
+                        self.held = t[THINK_OPEN.len()..].to_string();
+                        self.state = Think::In;
+                    } else if THINK_OPEN.starts_with(t) {
+                        // Maybe the tag's beginning: wait.
+                        return (reasoning, content);
+                    } else {
+                        self.state = Think::Out;
+                    }
+                }
+                Think::In => {
+                    if let Some(i) = self.held.find(THINK_CLOSE) {
+                        reasoning.push_str(&self.held[..i]);
+                        self.held = self.held[i + THINK_CLOSE.len()..].to_string();
+                        self.state = Think::After;
+                    } else {
+                        let keep = partial_suffix(&self.held, THINK_CLOSE);
+                        let cut = self.held.len() - keep;
+                        reasoning.push_str(&self.held[..cut]);
+                        self.held.drain(..cut);
+                        return (reasoning, content);
+                    }
+                }
+                Think::After => {
+                    let t = self.held.trim_start();
+                    if t.is_empty() {
+                        self.held.clear();
+                        return (reasoning, content);
+                    }
+                    self.held = t.to_string();
+                    self.state = Think::Out;
+                }
+                Think::Out => {
+                    content.push_str(&self.held);
+                    self.held.clear();
+                    return (reasoning, content);
+                }
+            }
+        }
+    }
+
+    /// The end of the answer: what was held back (an unclosed reasoning
+    /// stays reasoning, as llama-server reports it).
+    pub fn finish(&mut self) -> (String, String) {
+        let held = std::mem::take(&mut self.held);
+        match self.state {
+            Think::In => (held, String::new()),
+            Think::After => (String::new(), String::new()),
+            Think::Start | Think::Out => (String::new(), held),
+        }
+    }
+}
+
+/// The length of the longest end of `s` that begins `tag` (a tag that may
+/// be completed by the next piece).
+fn partial_suffix(s: &str, tag: &str) -> usize {
+    (1..tag.len().min(s.len() + 1))
+        .rev()
+        .find(|&n| s.is_char_boundary(s.len() - n) && tag.starts_with(&s[s.len() - n..]))
+        .unwrap_or(0)
+}
+
 /// Put `logprobs` into a response's (or chunk's) only choice.
 pub fn set_logprobs(response: &mut Value, logprobs: Value) {
     if let Some(c) = response.pointer_mut("/choices/0/logprobs") {
@@ -694,6 +822,81 @@ mod tests {
         assert_eq!(l["top_logprobs"][0], json!({"hé": -0.5, "a": -1.5}));
         // Characters of the answer before each token.
         assert_eq!(l["text_offset"], json!([3, 5]));
+    }
+
+    fn split_all(pieces: &[&str], opened: bool) -> (String, String) {
+        let mut s = ReasoningSplit::new(opened);
+        let (mut r, mut c) = (String::new(), String::new());
+        for p in pieces {
+            let (a, b) = s.push(p);
+            r.push_str(&a);
+            c.push_str(&b);
+        }
+        let (a, b) = s.finish();
+        (r + &a, c + &b)
+    }
+
+    #[test]
+    fn thinking_is_split_out_even_with_tags_across_pieces() {
+        let want = ("plan it".to_string(), "Paris.".to_string());
+        assert_eq!(
+            split_all(&["<think>plan it</think>\n\nParis."], false),
+            want
+        );
+        assert_eq!(
+            split_all(
+                &["<th", "ink>pl", "an it</", "thi", "nk>", "\n", "Par", "is."],
+                false
+            ),
+            want
+        );
+        // One character a piece.
+        let text = "<think>plan it</think> Paris.";
+        let chars: Vec<String> = text.chars().map(String::from).collect();
+        let refs: Vec<&str> = chars.iter().map(String::as_str).collect();
+        assert_eq!(split_all(&refs, false), want);
+        // The template opened the tag: the answer starts inside it.
+        assert_eq!(split_all(&["plan it</think>Paris."], true), want);
+        // No tag: all content, unchanged (a "<" that is not the tag too).
+        assert_eq!(
+            split_all(&["<b>Paris</b>", " is <think>"], false),
+            (String::new(), "<b>Paris</b> is <think>".to_string())
+        );
+        assert_eq!(
+            split_all(&["<thi"], false),
+            (String::new(), "<thi".to_string())
+        );
+        // Unclosed: all reasoning; a held partial tag is flushed.
+        assert_eq!(
+            split_all(&["<think>still going</thi"], false),
+            ("still going</thi".to_string(), String::new())
+        );
+        // Multi-byte text next to a partial tag.
+        assert_eq!(
+            split_all(&["<think>é</", "think>ü"], false),
+            ("é".to_string(), "ü".to_string())
+        );
+    }
+
+    #[test]
+    fn reasoning_format_is_auto_deepseek_or_none() {
+        let chat = |f: &str| {
+            chat_request(
+                format!(
+                    r#"{{"messages":[{{"role":"user","content":"x"}}],"reasoning_format":"{f}"}}"#
+                )
+                .as_bytes(),
+            )
+        };
+        assert!(chat("auto").expect("valid").split_reasoning);
+        assert!(chat("deepseek").expect("valid").split_reasoning);
+        assert!(!chat("none").expect("valid").split_reasoning);
+        assert!(
+            chat("xml")
+                .expect_err("xml")
+                .message
+                .contains("reasoning_format")
+        );
     }
 
     #[test]

@@ -9,6 +9,8 @@ openai 3.x).
                                                      waits for their ends)
     python openai_client.py BASE_URL conversation TURNS
     python openai_client.py BASE_URL interleaved TURNS    (two slots)
+    python openai_client.py BASE_URL reasoning     (reasoning_content split,
+                                                    streamed and not, and off)
     python openai_client.py BASE_URL logprobs      (greedy, chat and legacy,
                                                     streamed and not)
 
@@ -380,6 +382,25 @@ def logprobs():
     )
 
 
+def reasoning():
+    """The answer's reasoning_content and content, streamed and not, and
+    with reasoning_format "none"."""
+    out = {}
+    for name, extra in (("auto", {}), ("none", {"reasoning_format": "none"})):
+        m = chat(max_tokens=12, extra_body=extra).choices[0].message
+        out[name] = [getattr(m, "reasoning_content", None), m.content]
+        r, c = None, ""
+        for chunk in chat(max_tokens=12, extra_body=extra, stream=True):
+            if chunk.choices:
+                d = chunk.choices[0].delta
+                piece = getattr(d, "reasoning_content", None)
+                if piece:
+                    r = (r or "") + piece
+                c += d.content or ""
+        out[name + "_streamed"] = [r, c]
+    print(json.dumps(out))
+
+
 if mode == "compat":
     compat()
 elif mode == "flood":
@@ -388,6 +409,8 @@ elif mode == "conversation":
     conversation(int(sys.argv[3]))
 elif mode == "interleaved":
     interleaved(int(sys.argv[3]))
+elif mode == "reasoning":
+    reasoning()
 elif mode == "logprobs":
     logprobs()
 elif mode == "streams":

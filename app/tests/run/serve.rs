@@ -842,3 +842,66 @@ fn greedy_logprobs_agree_with_llama_server_s() {
         "streamed and whole: as many tokens"
     );
 }
+
+#[test]
+fn thinking_goes_to_reasoning_content_only_where_the_template_thinks() {
+    let _gate = one_at_a_time();
+    let args = ["-c", "2048", "--parallel", "1"];
+    // SmolLM2's template has no <think>: the answer is unchanged and has no
+    // reasoning_content, whatever the request's reasoning_format.
+    let server = Server::start(instruct(), &args);
+    let plain = client(&server.url, &["reasoning"], Duration::from_secs(300));
+    drop(server);
+    println!("own template: {plain}");
+    for k in ["auto", "auto_streamed", "none", "none_streamed"] {
+        assert!(plain[k][0].is_null(), "{k}: {plain}");
+        assert!(
+            !plain[k][1].as_str().unwrap_or("").is_empty(),
+            "{k}: {plain}"
+        );
+        assert_eq!(plain[k][1], plain["none"][1], "{k}: {plain}");
+    }
+    // A ChatML template that opens <think> for the answer (as
+    // DeepSeek-R1's does): the model never closes it, so all it writes is
+    // reasoning; with reasoning_format none, the same text is content.
+    let dir = TempDir::new().expect("temp dir");
+    let tmpl = dir.path().join("think.jinja");
+    std::fs::write(
+        &tmpl,
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}\
+         {% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}",
+    )
+    .expect("write the template");
+    let t = tmpl.to_str().expect("utf-8 path");
+    let server = Server::start(instruct(), &[&args[..], &["--chat-template", t]].concat());
+    let think = client(&server.url, &["reasoning"], Duration::from_secs(300));
+    drop(server);
+    println!("thinking template: {think}");
+    let text = think["none"][1].as_str().expect("content");
+    assert!(!text.is_empty(), "{think}");
+    assert!(
+        think["none"][0].is_null(),
+        "none: no reasoning_content: {think}"
+    );
+    assert_eq!(think["none_streamed"], think["none"], "{think}");
+    for k in ["auto", "auto_streamed"] {
+        assert_eq!(
+            think[k][0].as_str(),
+            Some(text.trim_start()),
+            "{k}: {think}"
+        );
+        assert_eq!(think[k][1], "", "{k}: {think}");
+    }
+    // `serve --reasoning-format none` turns it off for every request.
+    let server = Server::start(
+        instruct(),
+        &[
+            &args[..],
+            &["--chat-template", t, "--reasoning-format", "none"],
+        ]
+        .concat(),
+    );
+    let off = client(&server.url, &["reasoning"], Duration::from_secs(300));
+    drop(server);
+    assert_eq!(off["auto"], think["none"], "{off}");
+}
