@@ -653,6 +653,9 @@ pub struct ServeArgs {
     /// Chat template: a llama.cpp built-in name (chatml, llama3, gemma, …) or a Jinja file.
     #[arg(long = "chat-template", value_name = "NAME|FILE")]
     pub chat_template: Option<String>,
+    /// Thinking in `<think>` tags (templates that mention them): `auto`/`deepseek` put it in `reasoning_content`, `none` leaves it in `content` (a request's `reasoning_format` can turn it off too).
+    #[arg(long = "reasoning-format", value_name = "FORMAT", default_value = "auto", value_parser = ["auto", "deepseek", "none"])]
+    pub reasoning_format: String,
     /// Top-k for every request (OpenAI's API has no such field; 0 = off).
     #[arg(long = "top-k", value_name = "N", default_value_t = crate::runner::Sampling::DEFAULT.top_k)]
     pub top_k: i32,

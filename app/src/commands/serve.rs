@@ -121,6 +121,7 @@ pub fn run(args: &ServeArgs, machine: &MachineArgs, verbose: u8) -> Result<ExitC
                 ..Sampling::DEFAULT
             },
             planned_peak_bytes: plan.ram.peak_bytes,
+            reasoning: args.reasoning_format != "none",
             facts: ModelFacts {
                 n_ctx_train: plan.model.n_ctx_train,
                 n_params: plan.model.n_params,

@@ -43,6 +43,24 @@ pub struct Job {
     pub opts: GenOptions,
     /// Where its events go; dropping the receiver cancels the job.
     pub events: UnboundedSender<Event>,
+    /// Report each generated token's log-probability and this many
+    /// alternatives ([`Event::Logprob`]); `None`: nothing is computed.
+    pub logprobs: Option<usize>,
+}
+
+/// A token's log-probability: the log-softmax of the model's raw logits at
+/// its position (before temperature, penalties or truncation), as
+/// llama-server reports by default (`post_sampling_probs` off).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenLogprob {
+    /// The token's text (its bytes, lossily decoded).
+    pub token: String,
+    /// Its bytes.
+    pub bytes: Vec<u8>,
+    /// Its natural-log probability.
+    pub logprob: f32,
+    /// The most likely tokens at this position, most likely first.
+    pub top: Vec<(String, Vec<u8>, f32)>,
 }
 
 /// What a job reports, in order: text pieces, then one `Done` or `Failed`.
@@ -50,6 +68,9 @@ pub struct Job {
 pub enum Event {
     /// Generated text, safe to show (whole UTF-8 characters, no stop text).
     Text(String),
+    /// A generated token's log-probability, sent before the text it makes
+    /// (only for jobs that asked).
+    Logprob(TokenLogprob),
     /// The job ended.
     Done(Summary),
     /// The job failed (llama.cpp could not evaluate it).
@@ -574,9 +595,14 @@ fn sample(
     }
     a.generated += 1;
     stats.generated_tokens.fetch_add(1, Ordering::Relaxed);
-    let piece = a
-        .utf8
-        .push(&crate::llama::vocab::token_to_piece(vocab, token, false)?);
+    let bytes = crate::llama::vocab::token_to_piece(vocab, token, false)?;
+    if let Some(n) = a.job.logprobs {
+        let lp = token_logprob(ctx.get_logits_ith(row), token, bytes.clone(), n, |t| {
+            crate::llama::vocab::token_to_piece(vocab, t, false).unwrap_or_default()
+        });
+        let _ = a.job.events.send(Event::Logprob(lp));
+    }
+    let piece = a.utf8.push(&bytes);
     match a.stops.push(&piece) {
         Matched::Go(text) => {
             if !text.is_empty() {
@@ -602,6 +628,72 @@ fn sample(
     Ok(Outcome::Continue)
 }
 
+/// `token`'s log-probability under `logits` (log-softmax) and the `n` most
+/// likely tokens', most likely first (the first of equals first); `piece`
+/// gives a token's bytes.
+pub fn token_logprob(
+    logits: &[f32],
+    token: LlamaToken,
+    bytes: Vec<u8>,
+    n: usize,
+    mut piece: impl FnMut(LlamaToken) -> Vec<u8>,
+) -> TokenLogprob {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let sum: f64 = logits.iter().map(|&l| f64::from(l - max).exp()).sum();
+    #[allow(clippy::cast_possible_truncation)]
+    let log_z = max + sum.ln() as f32;
+    let at = |t: usize| logits.get(t).map_or(f32::NEG_INFINITY, |l| l - log_z);
+    // The top n by one pass over a short sorted list (n is at most 20).
+    let mut top: Vec<(usize, f32)> = Vec::with_capacity(n + 1);
+    if n > 0 {
+        for (i, &l) in logits.iter().enumerate() {
+            if top.len() == n && top.last().is_some_and(|&(_, m)| l <= m) {
+                continue;
+            }
+            let pos = top.partition_point(|&(_, m)| m >= l);
+            top.insert(pos, (i, l));
+            top.truncate(n);
+        }
+    }
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    TokenLogprob {
+        token: text(&bytes),
+        logprob: usize::try_from(token.0).map_or(f32::NEG_INFINITY, at),
+        bytes,
+        top: top
+            .into_iter()
+            .map(|(i, _)| {
+                let b = piece(LlamaToken::new(i32::try_from(i).unwrap_or(0)));
+                (text(&b), b, at(i))
+            })
+            .collect(),
+    }
+}
+
 fn seq(slot: usize) -> i32 {
     i32::try_from(slot).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn logprobs_are_the_log_softmax_and_the_top_is_sorted() {
+        let logits = [1.0f32, 3.0, 2.0, 3.0, -1.0];
+        let z: f32 = logits.iter().map(|l| l.exp()).sum::<f32>().ln();
+        let lp = token_logprob(&logits, LlamaToken::new(2), b"c".to_vec(), 3, |t| {
+            vec![b'a' + u8::try_from(t.0).unwrap()]
+        });
+        assert_eq!(lp.token, "c");
+        assert!((lp.logprob - (2.0 - z)).abs() < 1e-5);
+        let top: Vec<&str> = lp.top.iter().map(|t| t.0.as_str()).collect();
+        // Equals keep vocabulary order, as the greedy sampler picks.
+        assert_eq!(top, ["b", "d", "c"]);
+        assert!((lp.top[0].2 - (3.0 - z)).abs() < 1e-5);
+        let p: f32 = logits.iter().map(|l| (l - z).exp()).sum();
+        assert!((p - 1.0).abs() < 1e-5);
+        let none = token_logprob(&logits, LlamaToken::new(0), vec![], 0, |_| vec![]);
+        assert!(none.top.is_empty());
+    }
 }

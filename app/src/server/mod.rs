@@ -23,9 +23,10 @@ use futures_util::stream::{self, Stream};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
-use crate::runner::batch::{Admission, Event, Job, Rejected, Stats, Summary};
+use crate::runner::batch::{Admission, Event, Job, Rejected, Stats, Summary, TokenLogprob};
 use crate::runner::template::ChatFormat;
 use crate::runner::{Engine, GenOptions, Sampling, StopReason};
+use openai::ReasoningSplit;
 use openai::{ApiError, Header, Kind, Params, Usage};
 
 /// What exists once the model is loaded.
@@ -93,6 +94,9 @@ pub struct Config {
     pub defaults: Sampling,
     /// The plan's peak resident memory.
     pub planned_peak_bytes: u64,
+    /// `--reasoning-format` is not `none`: split `<think>` reasoning out
+    /// for templates that think.
+    pub reasoning: bool,
     /// The model's facts for `/v1/models`, from its header.
     pub facts: ModelFacts,
 }
@@ -469,20 +473,26 @@ async fn chat_completions(
         };
         let engine = Arc::clone(&loaded.engine);
         let messages = req.messages;
+        let split = req.split_reasoning && state.config.reasoning && format.thinks();
         let tokens = tokio::task::spawn_blocking(move || {
             let text = format
                 .render(&messages, true)
                 .map_err(|e| ApiError::bad_request(format!("{e:#}")))?;
             let tokens = crate::runner::prompt::tokenize_prompt(&engine, &text)
                 .map_err(|e| ApiError::bad_request(format!("{e:#}")))?;
-            Ok::<_, ApiError>((tokens, format.stop_strings()))
+            // The template may open the tag itself (DeepSeek-R1's does).
+            let opened = text.trim_end().ends_with(openai::THINK_OPEN);
+            let split = split.then(|| ReasoningSplit::new(opened));
+            Ok::<_, ApiError>((tokens, format.stop_strings(), split))
         })
         .await
         .map_err(|e| internal(&e))??;
         Ok((tokens, req.params))
     };
     match prepared.await {
-        Ok(((tokens, stops), params)) => submit(&state, Kind::Chat, tokens, stops, params).await,
+        Ok(((tokens, stops, split), params)) => {
+            submit(&state, Kind::Chat, tokens, stops, params, split).await
+        }
         Err(e) => error(&state, &e),
     }
 }
@@ -505,7 +515,9 @@ async fn completions(
         Ok((tokens, req.params))
     };
     match prepared.await {
-        Ok((tokens, params)) => submit(&state, Kind::Completion, tokens, Vec::new(), params).await,
+        Ok((tokens, params)) => {
+            submit(&state, Kind::Completion, tokens, Vec::new(), params, None).await
+        }
         Err(e) => error(&state, &e),
     }
 }
@@ -547,6 +559,7 @@ async fn submit(
     tokens: Vec<llama_cpp_2::token::LlamaToken>,
     template_stops: Vec<String>,
     params: Params,
+    split: Option<ReasoningSplit>,
 ) -> Response {
     let n_slot = state.config.n_ctx_slot;
     if tokens.is_empty() {
@@ -587,6 +600,7 @@ async fn submit(
         prompt: tokens,
         opts,
         events: tx,
+        logprobs: params.logprobs,
     };
     if let Err((why, _)) = state.admission.submit(job) {
         return error(state, &busy(state, why));
@@ -602,17 +616,46 @@ async fn submit(
     };
     if params.stream {
         state.responses.add(200);
-        return Sse::new(sse_stream(head, rx, params.include_usage, n_prompt)).into_response();
+        let lp = params.logprobs.is_some();
+        return Sse::new(sse_stream(
+            head,
+            rx,
+            params.include_usage,
+            n_prompt,
+            lp,
+            split,
+        ))
+        .into_response();
     }
     // The whole answer. If the client goes away, axum drops this future,
     // which drops `rx`, and the scheduler frees the slot at its next step.
     let mut rx = rx;
     let mut text = String::new();
+    let mut logprobs = Vec::new();
     loop {
         match rx.recv().await {
             Some(Event::Text(t)) => text.push_str(&t),
+            Some(Event::Logprob(l)) => logprobs.push(l),
             Some(Event::Done(s)) => {
-                let v = head.complete(&text, s.stop_reason, usage_of(&s));
+                let mut v = match split {
+                    Some(mut split) => {
+                        let (mut reasoning, mut content) = split.push(&text);
+                        let (r, c) = split.finish();
+                        reasoning.push_str(&r);
+                        content.push_str(&c);
+                        let mut v = head.complete(&content, s.stop_reason, usage_of(&s));
+                        if !reasoning.is_empty()
+                            && let Some(m) = v.pointer_mut("/choices/0/message")
+                        {
+                            m["reasoning_content"] = json!(reasoning);
+                        }
+                        v
+                    }
+                    None => head.complete(&text, s.stop_reason, usage_of(&s)),
+                };
+                if params.logprobs.is_some() {
+                    openai::set_logprobs(&mut v, head.logprobs(&logprobs, 0));
+                }
                 return json_ok(state, &v);
             }
             Some(Event::Failed(why)) => return error(state, &internal(&why)),
@@ -629,6 +672,40 @@ fn usage_of(s: &Summary) -> Usage {
     }
 }
 
+/// A chat chunk with `reasoning_content` and/or `content` (either left out
+/// when empty).
+fn reasoning_chunk(head: &Header, reasoning: &str, content: &str) -> Value {
+    let mut c = head.chunk((!content.is_empty()).then_some(content), false, None);
+    if !reasoning.is_empty()
+        && let Some(d) = c.pointer_mut("/choices/0/delta")
+    {
+        d["reasoning_content"] = json!(reasoning);
+    }
+    c
+}
+
+/// A job's event other than a log-probability.
+enum Next {
+    Text(String),
+    Done(Summary),
+    Failed(String),
+    /// The scheduler dropped the job's sender.
+    Closed,
+}
+
+/// The next event that is not a log-probability (those go into `lps`).
+async fn recv_text(rx: &mut UnboundedReceiver<Event>, lps: &mut Vec<TokenLogprob>) -> Next {
+    loop {
+        match rx.recv().await {
+            Some(Event::Logprob(l)) => lps.push(l),
+            Some(Event::Text(t)) => return Next::Text(t),
+            Some(Event::Done(s)) => return Next::Done(s),
+            Some(Event::Failed(why)) => return Next::Failed(why),
+            None => return Next::Closed,
+        }
+    }
+}
+
 /// Server-sent events: a first chunk, one per piece of text, the last chunk
 /// with its `finish_reason`, the usage chunk when asked, then `[DONE]`.
 fn sse_stream(
@@ -636,6 +713,8 @@ fn sse_stream(
     rx: UnboundedReceiver<Event>,
     include_usage: bool,
     n_prompt: usize,
+    logprobs: bool,
+    split: Option<ReasoningSplit>,
 ) -> impl Stream<Item = Result<SseEvent, Infallible>> {
     enum Phase {
         First,
@@ -645,36 +724,62 @@ fn sse_stream(
         End,
     }
     let data = |v: Value| Ok(SseEvent::default().data(v.to_string()));
+    // Log-probabilities wait for the text their tokens make (a chunk's
+    // delta carries its own tokens'); the state's `usize`: the characters
+    // of the answer sent so far (legacy `text_offset`).
+    let with_lp = move |head: &Header, mut c: Value, lps: &mut Vec<TokenLogprob>, offset: usize| {
+        if logprobs {
+            openai::set_logprobs(&mut c, head.logprobs(lps, offset));
+            lps.clear();
+        }
+        c
+    };
     stream::unfold(
-        (Phase::First, rx, head),
-        move |(phase, mut rx, head)| async move {
+        (Phase::First, rx, head, Vec::new(), 0usize, split),
+        move |(phase, mut rx, head, mut lps, mut offset, mut split)| async move {
             match phase {
                 Phase::First => {
                     let first = match head.kind {
                         Kind::Chat => head.chunk(Some(""), true, None),
                         Kind::Completion => head.chunk(Some(""), false, None),
                     };
-                    Some((data(first), (Phase::Body, rx, head)))
+                    Some((data(first), (Phase::Body, rx, head, lps, offset, split)))
                 }
-                Phase::Body => match rx.recv().await {
-                    Some(Event::Text(t)) => {
-                        let c = head.chunk(Some(&t), false, None);
-                        Some((data(c), (Phase::Body, rx, head)))
+                Phase::Body => match recv_text(&mut rx, &mut lps).await {
+                    Next::Text(t) => {
+                        let c = match split.as_mut() {
+                            Some(sp) => {
+                                let (r, c) = sp.push(&t);
+                                reasoning_chunk(&head, &r, &c)
+                            }
+                            None => head.chunk(Some(&t), false, None),
+                        };
+                        let c = with_lp(&head, c, &mut lps, offset);
+                        offset += t.chars().count();
+                        Some((data(c), (Phase::Body, rx, head, lps, offset, split)))
                     }
-                    Some(Event::Done(s)) => {
-                        let c = head.chunk(None, false, Some(s.stop_reason));
+                    Next::Done(s) => {
+                        let mut c = head.chunk(None, false, Some(s.stop_reason));
+                        if let Some(sp) = split.as_mut() {
+                            let (r, t) = sp.finish();
+                            let held = reasoning_chunk(&head, &r, &t);
+                            if let Some(d) = held.pointer("/choices/0/delta") {
+                                c["choices"][0]["delta"] = d.clone();
+                            }
+                        }
+                        let c = with_lp(&head, c, &mut lps, offset);
                         let next = if include_usage {
                             Phase::Usage(s)
                         } else {
                             Phase::Done
                         };
-                        Some((data(c), (next, rx, head)))
+                        Some((data(c), (next, rx, head, lps, offset, split)))
                     }
-                    Some(Event::Failed(why)) => {
+                    Next::Failed(why) => {
                         let e = internal(&why).body();
-                        Some((data(e), (Phase::Done, rx, head)))
+                        Some((data(e), (Phase::Done, rx, head, lps, offset, split)))
                     }
-                    None => {
+                    Next::Closed => {
                         let c = head.chunk(None, false, Some(StopReason::Interrupted));
                         let s = Summary {
                             tokens_prompt: n_prompt,
@@ -688,16 +793,16 @@ fn sse_stream(
                         } else {
                             Phase::Done
                         };
-                        Some((data(c), (next, rx, head)))
+                        Some((data(c), (next, rx, head, lps, offset, split)))
                     }
                 },
                 Phase::Usage(s) => {
                     let u = head.usage_chunk(usage_of(&s));
-                    Some((data(u), (Phase::Done, rx, head)))
+                    Some((data(u), (Phase::Done, rx, head, lps, offset, split)))
                 }
                 Phase::Done => Some((
                     Ok(SseEvent::default().data("[DONE]")),
-                    (Phase::End, rx, head),
+                    (Phase::End, rx, head, lps, offset, split),
                 )),
                 Phase::End => None,
             }

@@ -5,6 +5,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::runner::StopReason;
+use crate::runner::batch::TokenLogprob;
 use crate::runner::template::Message;
 
 /// A request the server refuses, with the HTTP status and OpenAI's error
@@ -109,6 +110,12 @@ struct Common {
 #[derive(Debug, Clone, Deserialize)]
 struct ChatBody {
     messages: Vec<ChatMessage>,
+    #[serde(default)]
+    logprobs: Option<bool>,
+    #[serde(default)]
+    top_logprobs: Option<i64>,
+    #[serde(default)]
+    reasoning_format: Option<String>,
     #[serde(flatten)]
     common: Common,
 }
@@ -126,6 +133,8 @@ struct CompletionBody {
     prompt: Prompt,
     #[serde(default)]
     echo: Option<bool>,
+    #[serde(default)]
+    logprobs: Option<i64>,
     #[serde(flatten)]
     common: Common,
 }
@@ -147,6 +156,9 @@ pub struct Params {
     pub stream: bool,
     /// A last chunk with the token counts.
     pub include_usage: bool,
+    /// Each token's log-probability and this many alternatives; `None`:
+    /// not asked.
+    pub logprobs: Option<usize>,
 }
 
 /// A chat completion request.
@@ -156,6 +168,10 @@ pub struct ChatRequest {
     pub messages: Vec<Message>,
     /// Sampling and streaming.
     pub params: Params,
+    /// Split `<think>…</think>` into `reasoning_content` where the template
+    /// thinks (`reasoning_format` `auto`/`deepseek`, the default); `false`:
+    /// `none`.
+    pub split_reasoning: bool,
 }
 
 /// A legacy completion request.
@@ -242,9 +258,15 @@ impl Common {
             stop,
             stream,
             include_usage,
+            logprobs: None,
         })
     }
 }
+
+/// Most `top_logprobs` on chat completions (OpenAI's limit).
+pub const MAX_TOP_LOGPROBS: i64 = 20;
+/// Most `logprobs` on legacy completions (OpenAI's limit).
+pub const MAX_LEGACY_LOGPROBS: i64 = 5;
 
 /// Parse and check a chat completion body.
 ///
@@ -288,9 +310,32 @@ pub fn chat_request(body: &[u8]) -> Result<ChatRequest, ApiError> {
         };
         messages.push(Message::new(role, text));
     }
+    let mut params = b.common.params()?;
+    params.logprobs = match (b.logprobs.unwrap_or(false), b.top_logprobs) {
+        (_, Some(n)) if !(0..=MAX_TOP_LOGPROBS).contains(&n) => {
+            return Err(ApiError::bad_request(format!(
+                "top_logprobs = {n}: must be between 0 and {MAX_TOP_LOGPROBS}"
+            )));
+        }
+        (false, Some(n)) if n > 0 => {
+            return Err(ApiError::bad_request("top_logprobs needs logprobs = true"));
+        }
+        (false, _) => None,
+        (true, n) => Some(usize::try_from(n.unwrap_or(0)).unwrap_or(0)),
+    };
+    let split_reasoning = match b.reasoning_format.as_deref() {
+        None | Some("auto" | "deepseek") => true,
+        Some("none") => false,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "reasoning_format = {other:?}: auto, deepseek or none"
+            )));
+        }
+    };
     Ok(ChatRequest {
         messages,
-        params: b.common.params()?,
+        params,
+        split_reasoning,
     })
 }
 
@@ -316,10 +361,17 @@ pub fn completion_request(body: &[u8]) -> Result<CompletionRequest, ApiError> {
     if prompt.is_empty() {
         return Err(ApiError::bad_request("prompt: empty"));
     }
-    Ok(CompletionRequest {
-        prompt,
-        params: b.common.params()?,
-    })
+    let mut params = b.common.params()?;
+    params.logprobs = match b.logprobs {
+        None => None,
+        Some(n) if (0..=MAX_LEGACY_LOGPROBS).contains(&n) => Some(usize::try_from(n).unwrap_or(0)),
+        Some(n) => {
+            return Err(ApiError::bad_request(format!(
+                "logprobs = {n}: must be between 0 and {MAX_LEGACY_LOGPROBS}"
+            )));
+        }
+    };
+    Ok(CompletionRequest { prompt, params })
 }
 
 /// OpenAI's `finish_reason` for how a generation ended.
@@ -445,6 +497,55 @@ impl Header {
         })
     }
 
+    /// `logprobs` for these tokens in this endpoint's shape: chat's
+    /// `content` list, or the legacy `tokens`/`token_logprobs`/
+    /// `top_logprobs`/`text_offset` lists (`offset`: the characters of the
+    /// answer before the first of them).
+    #[must_use]
+    pub fn logprobs(&self, tokens: &[TokenLogprob], offset: usize) -> Value {
+        match self.kind {
+            Kind::Chat => {
+                let content: Vec<Value> = tokens
+                    .iter()
+                    .map(|t| {
+                        let top: Vec<Value> = t
+                            .top
+                            .iter()
+                            .map(|(s, b, l)| json!({"token": s, "logprob": l, "bytes": b}))
+                            .collect();
+                        json!({"token": t.token, "logprob": t.logprob, "bytes": t.bytes, "top_logprobs": top})
+                    })
+                    .collect();
+                json!({"content": content})
+            }
+            Kind::Completion => {
+                let mut at = offset;
+                let mut offsets = Vec::with_capacity(tokens.len());
+                for t in tokens {
+                    offsets.push(at);
+                    at += t.token.chars().count();
+                }
+                let top: Vec<Value> = tokens
+                    .iter()
+                    .map(|t| {
+                        let m: serde_json::Map<String, Value> = t
+                            .top
+                            .iter()
+                            .map(|(s, _, l)| (s.clone(), json!(l)))
+                            .collect();
+                        Value::Object(m)
+                    })
+                    .collect();
+                json!({
+                    "tokens": tokens.iter().map(|t| t.token.clone()).collect::<Vec<_>>(),
+                    "token_logprobs": tokens.iter().map(|t| t.logprob).collect::<Vec<_>>(),
+                    "top_logprobs": top,
+                    "text_offset": offsets,
+                })
+            }
+        }
+    }
+
     /// The usage chunk (`stream_options.include_usage`): no choices.
     #[must_use]
     pub fn usage_chunk(&self, counts: Usage) -> Value {
@@ -456,6 +557,122 @@ impl Header {
             "choices": [],
             "usage": usage(counts),
         })
+    }
+}
+
+/// The tags a thinking model writes its reasoning between.
+pub const THINK_OPEN: &str = "<think>";
+/// See [`THINK_OPEN`].
+pub const THINK_CLOSE: &str = "</think>";
+
+/// Splits a thinking model's answer, as it streams, into reasoning and
+/// content as llama-server's `deepseek` reasoning format does: text between
+/// a leading `<think>` (or from the start, when the prompt already opened
+/// it) and `</think>` is reasoning, the rest content (its leading
+/// whitespace dropped); a tag split across pieces is held back until it is
+/// whole. An answer that does not start with `<think>` is all content.
+#[derive(Debug, Clone)]
+pub struct ReasoningSplit {
+    state: Think,
+    held: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Think {
+    /// Before any text: a `<think>` may come.
+    Start,
+    /// Inside the reasoning.
+    In,
+    /// After `</think>`, before the content's first non-space.
+    After,
+    /// Content.
+    Out,
+}
+
+impl ReasoningSplit {
+    /// `opened`: the prompt ends with `<think>` (the template opened it).
+    #[must_use]
+    pub fn new(opened: bool) -> ReasoningSplit {
+        ReasoningSplit {
+            state: if opened { Think::In } else { Think::Start },
+            held: String::new(),
+        }
+    }
+
+    /// The next piece of the answer: (reasoning, content) safe to send.
+    pub fn push(&mut self, piece: &str) -> (String, String) {
+        self.held.push_str(piece);
+        let (mut reasoning, mut content) = (String::new(), String::new());
+        loop {
+            match self.state {
+                Think::Start => {
+                    let t = self.held.trim_start();
+                    if t.starts_with(THINK_OPEN) {
+                        self.held = t[THINK_OPEN.len()..].to_string();
+                        self.state = Think::In;
+                    } else if THINK_OPEN.starts_with(t) {
+                        // Maybe the tag's beginning: wait.
+                        return (reasoning, content);
+                    } else {
+                        self.state = Think::Out;
+                    }
+                }
+                Think::In => {
+                    if let Some(i) = self.held.find(THINK_CLOSE) {
+                        reasoning.push_str(&self.held[..i]);
+                        self.held = self.held[i + THINK_CLOSE.len()..].to_string();
+                        self.state = Think::After;
+                    } else {
+                        let keep = partial_suffix(&self.held, THINK_CLOSE);
+                        let cut = self.held.len() - keep;
+                        reasoning.push_str(&self.held[..cut]);
+                        self.held.drain(..cut);
+                        return (reasoning, content);
+                    }
+                }
+                Think::After => {
+                    let t = self.held.trim_start();
+                    if t.is_empty() {
+                        self.held.clear();
+                        return (reasoning, content);
+                    }
+                    self.held = t.to_string();
+                    self.state = Think::Out;
+                }
+                Think::Out => {
+                    content.push_str(&self.held);
+                    self.held.clear();
+                    return (reasoning, content);
+                }
+            }
+        }
+    }
+
+    /// The end of the answer: what was held back (an unclosed reasoning
+    /// stays reasoning, as llama-server reports it).
+    pub fn finish(&mut self) -> (String, String) {
+        let held = std::mem::take(&mut self.held);
+        match self.state {
+            Think::In => (held, String::new()),
+            Think::After => (String::new(), String::new()),
+            Think::Start | Think::Out => (String::new(), held),
+        }
+    }
+}
+
+/// The length of the longest end of `s` that begins `tag` (a tag that may
+/// be completed by the next piece).
+fn partial_suffix(s: &str, tag: &str) -> usize {
+    (1..tag.len().min(s.len() + 1))
+        .rev()
+        .find(|&n| s.is_char_boundary(s.len() - n) && tag.starts_with(&s[s.len() - n..]))
+        .unwrap_or(0)
+}
+
+/// Put `logprobs` into a response's (or chunk's) only choice.
+pub fn set_logprobs(response: &mut Value, logprobs: Value) {
+    if let Some(c) = response.pointer_mut("/choices/0/logprobs") {
+        *c = logprobs;
     }
 }
 
@@ -529,6 +746,157 @@ mod tests {
             assert_eq!(e.status, 400);
             assert!(e.message.contains(says), "{} ~ {says}", e.message);
         }
+    }
+
+    #[test]
+    fn logprobs_are_asked_in_range_or_refused() {
+        let chat = |extra: &str| {
+            chat_request(
+                format!(r#"{{"messages":[{{"role":"user","content":"x"}}]{extra}}}"#).as_bytes(),
+            )
+        };
+        assert_eq!(chat("").expect("valid").params.logprobs, None);
+        assert_eq!(
+            chat(r#","logprobs":true"#).expect("valid").params.logprobs,
+            Some(0)
+        );
+        assert_eq!(
+            chat(r#","logprobs":true,"top_logprobs":20"#)
+                .expect("valid")
+                .params
+                .logprobs,
+            Some(20)
+        );
+        assert_eq!(
+            chat(r#","logprobs":false,"top_logprobs":0"#)
+                .expect("valid")
+                .params
+                .logprobs,
+            None
+        );
+        for (extra, says) in [
+            (r#","logprobs":true,"top_logprobs":21"#, "top_logprobs = 21"),
+            (r#","logprobs":true,"top_logprobs":-1"#, "top_logprobs = -1"),
+            (r#","top_logprobs":3"#, "needs logprobs"),
+        ] {
+            let e = chat(extra).expect_err(says);
+            assert!(e.status == 400 && e.message.contains(says), "{e:?}");
+        }
+        let legacy =
+            |n: &str| completion_request(format!(r#"{{"prompt":"a","logprobs":{n}}}"#).as_bytes());
+        assert_eq!(legacy("0").expect("valid").params.logprobs, Some(0));
+        assert_eq!(legacy("5").expect("valid").params.logprobs, Some(5));
+        assert_eq!(legacy("null").expect("valid").params.logprobs, None);
+        assert!(legacy("6").expect_err("6").message.contains("logprobs = 6"));
+    }
+
+    #[test]
+    fn logprobs_take_each_endpoint_s_shape() {
+        let lp = TokenLogprob {
+            token: "hé".into(),
+            bytes: "hé".as_bytes().to_vec(),
+            logprob: -0.5,
+            top: vec![
+                ("hé".into(), "hé".as_bytes().to_vec(), -0.5),
+                ("a".into(), b"a".to_vec(), -1.5),
+            ],
+        };
+        let two = [lp.clone(), lp];
+        let mut h = Header {
+            id: "x".into(),
+            created: 0,
+            model: "m".into(),
+            kind: Kind::Chat,
+        };
+        let c = h.logprobs(&two, 0);
+        assert_eq!(c["content"][1]["token"], "hé");
+        assert_eq!(c["content"][0]["bytes"], json!([104, 195, 169]));
+        assert_eq!(c["content"][0]["top_logprobs"][1]["logprob"], -1.5);
+        let mut v = h.chunk(Some("héhé"), false, None);
+        set_logprobs(&mut v, c);
+        assert_eq!(v["choices"][0]["logprobs"]["content"][0]["logprob"], -0.5);
+        h.kind = Kind::Completion;
+        let l = h.logprobs(&two, 3);
+        assert_eq!(l["tokens"], json!(["hé", "hé"]));
+        assert_eq!(l["token_logprobs"], json!([-0.5, -0.5]));
+        assert_eq!(l["top_logprobs"][0], json!({"hé": -0.5, "a": -1.5}));
+        // Characters of the answer before each token.
+        assert_eq!(l["text_offset"], json!([3, 5]));
+    }
+
+    fn split_all(pieces: &[&str], opened: bool) -> (String, String) {
+        let mut s = ReasoningSplit::new(opened);
+        let (mut r, mut c) = (String::new(), String::new());
+        for p in pieces {
+            let (a, b) = s.push(p);
+            r.push_str(&a);
+            c.push_str(&b);
+        }
+        let (a, b) = s.finish();
+        (r + &a, c + &b)
+    }
+
+    #[test]
+    fn thinking_is_split_out_even_with_tags_across_pieces() {
+        let want = ("plan it".to_string(), "Paris.".to_string());
+        assert_eq!(
+            split_all(&["<think>plan it</think>\n\nParis."], false),
+            want
+        );
+        assert_eq!(
+            split_all(
+                &["<th", "ink>pl", "an it</", "thi", "nk>", "\n", "Par", "is."],
+                false
+            ),
+            want
+        );
+        // One character a piece.
+        let text = "<think>plan it</think> Paris.";
+        let chars: Vec<String> = text.chars().map(String::from).collect();
+        let refs: Vec<&str> = chars.iter().map(String::as_str).collect();
+        assert_eq!(split_all(&refs, false), want);
+        // The template opened the tag: the answer starts inside it.
+        assert_eq!(split_all(&["plan it</think>Paris."], true), want);
+        // No tag: all content, unchanged (a "<" that is not the tag too).
+        assert_eq!(
+            split_all(&["<b>Paris</b>", " is <think>"], false),
+            (String::new(), "<b>Paris</b> is <think>".to_string())
+        );
+        assert_eq!(
+            split_all(&["<thi"], false),
+            (String::new(), "<thi".to_string())
+        );
+        // Unclosed: all reasoning; a held partial tag is flushed.
+        assert_eq!(
+            split_all(&["<think>still going</thi"], false),
+            ("still going</thi".to_string(), String::new())
+        );
+        // Multi-byte text next to a partial tag.
+        assert_eq!(
+            split_all(&["<think>é</", "think>ü"], false),
+            ("é".to_string(), "ü".to_string())
+        );
+    }
+
+    #[test]
+    fn reasoning_format_is_auto_deepseek_or_none() {
+        let chat = |f: &str| {
+            chat_request(
+                format!(
+                    r#"{{"messages":[{{"role":"user","content":"x"}}],"reasoning_format":"{f}"}}"#
+                )
+                .as_bytes(),
+            )
+        };
+        assert!(chat("auto").expect("valid").split_reasoning);
+        assert!(chat("deepseek").expect("valid").split_reasoning);
+        assert!(!chat("none").expect("valid").split_reasoning);
+        assert!(
+            chat("xml")
+                .expect_err("xml")
+                .message
+                .contains("reasoning_format")
+        );
     }
 
     #[test]

@@ -9,6 +9,10 @@ openai 3.x).
                                                      waits for their ends)
     python openai_client.py BASE_URL conversation TURNS
     python openai_client.py BASE_URL interleaved TURNS    (two slots)
+    python openai_client.py BASE_URL reasoning     (reasoning_content split,
+                                                    streamed and not, and off)
+    python openai_client.py BASE_URL logprobs      (greedy, chat and legacy,
+                                                    streamed and not)
 
 Each mode asserts what it checks and prints one JSON line of findings for
 the Rust test to check again; any failed assertion exits non-zero.
@@ -316,6 +320,87 @@ def interleaved(turns):
     print(json.dumps({"turns": found}))
 
 
+def logprobs():
+    """Greedy log-probabilities, chat and legacy, streamed and not."""
+    # A system message: without one, SmolLM2's template adds its own, which
+    # llama-server's rendering and headroom's need not agree on.
+    ask = [{"role": "system", "content": "You are a helpful assistant who answers briefly."}] + ASK
+    kw = dict(messages=ask, max_tokens=16, logprobs=True, top_logprobs=5)
+    whole = chat(**kw)
+    content = whole.choices[0].logprobs.content
+    assert content, whole
+    assert "".join(t.token for t in content) == whole.choices[0].message.content, whole
+    for t in content:
+        tops = [a.logprob for a in t.top_logprobs]
+        assert len(tops) == 5, t
+        assert tops == sorted(tops, reverse=True), t
+        # Greedy: the chosen token is the most likely one.
+        assert t.logprob >= tops[0] - 1e-6, t
+        assert t.logprob <= 0 and list(t.token.encode()) == t.bytes, t
+    parts = []
+    for chunk in chat(stream=True, **kw):
+        if chunk.choices and chunk.choices[0].logprobs and chunk.choices[0].logprobs.content:
+            lps = chunk.choices[0].logprobs.content
+            # A chunk's delta carries its own tokens.
+            assert "".join(t.token for t in lps) == (chunk.choices[0].delta.content or ""), chunk
+            parts += lps
+    same = [(t.token, round(t.logprob, 4)) for t in parts] == [
+        (t.token, round(t.logprob, 4)) for t in content
+    ]
+    assert same, (parts, content)
+    # Not asked: none.
+    assert chat(max_tokens=4).choices[0].logprobs is None
+    legacy = client.completions.create(
+        model="anything", prompt="The capital of France is", temperature=0, max_tokens=8, logprobs=3
+    )
+    lp = legacy.choices[0].logprobs
+    if lp.tokens is None:
+        # llama-server answers legacy completions in chat's shape
+        # (`logprobs.content`), not OpenAI's legacy lists.
+        shape = "chat"
+        pairs = [[t["token"], t["logprob"]] for t in lp.model_extra["content"]]
+    else:
+        shape = "legacy"
+        assert "".join(lp.tokens) == legacy.choices[0].text, legacy
+        n = len(lp.tokens)
+        assert len(lp.token_logprobs) == n == len(lp.top_logprobs) == len(lp.text_offset), lp
+        offsets = [sum(len(t) for t in lp.tokens[:i]) for i in range(n)]
+        assert lp.text_offset == offsets, lp
+        for d, l in zip(lp.top_logprobs, lp.token_logprobs):
+            assert len(d) == 3 and max(d.values()) <= l + 1e-6, lp
+        pairs = [[t, l] for t, l in zip(lp.tokens, lp.token_logprobs)]
+    print(
+        json.dumps(
+            {
+                "prompt": whole.usage.prompt_tokens,
+                "chat": [[t.token, t.logprob] for t in content],
+                "streamed": len(parts),
+                "legacy": pairs,
+                "legacy_shape": shape,
+            }
+        )
+    )
+
+
+def reasoning():
+    """The answer's reasoning_content and content, streamed and not, and
+    with reasoning_format "none"."""
+    out = {}
+    for name, extra in (("auto", {}), ("none", {"reasoning_format": "none"})):
+        m = chat(max_tokens=12, extra_body=extra).choices[0].message
+        out[name] = [getattr(m, "reasoning_content", None), m.content]
+        r, c = None, ""
+        for chunk in chat(max_tokens=12, extra_body=extra, stream=True):
+            if chunk.choices:
+                d = chunk.choices[0].delta
+                piece = getattr(d, "reasoning_content", None)
+                if piece:
+                    r = (r or "") + piece
+                c += d.content or ""
+        out[name + "_streamed"] = [r, c]
+    print(json.dumps(out))
+
+
 if mode == "compat":
     compat()
 elif mode == "flood":
@@ -324,6 +409,10 @@ elif mode == "conversation":
     conversation(int(sys.argv[3]))
 elif mode == "interleaved":
     interleaved(int(sys.argv[3]))
+elif mode == "reasoning":
+    reasoning()
+elif mode == "logprobs":
+    logprobs()
 elif mode == "streams":
     streams(int(sys.argv[3]))
 else:

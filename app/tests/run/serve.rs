@@ -777,3 +777,131 @@ fn a_plan_that_does_not_fit_is_refused_before_listening() {
     assert!(err.contains("refused"), "{err}");
     assert!(!err.contains("serving"), "{err}");
 }
+
+/// The first `min(len)` entries of two `[[token, logprob], ...]` lists:
+/// the same tokens, log-probabilities within `tol`; how many compared.
+fn same_logprobs(ours: &Value, theirs: &Value, tol: f64) -> usize {
+    let (a, b) = (
+        ours.as_array().expect("a list"),
+        theirs.as_array().expect("a list"),
+    );
+    let n = a.len().min(b.len());
+    for (x, y) in a.iter().zip(b).take(n) {
+        assert_eq!(x[0], y[0], "tokens: {ours} against {theirs}");
+        let (p, q) = (
+            x[1].as_f64().expect("logprob"),
+            y[1].as_f64().expect("logprob"),
+        );
+        assert!((p - q).abs() <= tol, "{x} against {y}: {ours} / {theirs}");
+    }
+    n
+}
+
+#[test]
+fn greedy_logprobs_agree_with_llama_server_s() {
+    let _gate = one_at_a_time();
+    let args = ["-c", "2048"];
+    let server = Server::start(instruct(), &[&args[..], &["--parallel", "1"]].concat());
+    let ours = client(&server.url, &["logprobs"], Duration::from_secs(300));
+    // Out of range: 400 in OpenAI's shape.
+    for body in [
+        r#"{"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":21}"#,
+        r#"{"messages":[{"role":"user","content":"x"}],"top_logprobs":2}"#,
+    ] {
+        let (status, _, out) = server.request("POST", "/v1/chat/completions", &[], body);
+        assert_eq!(status, 400, "{body}: {out}");
+        let v: Value = serde_json::from_str(&out).expect("an error body");
+        assert_eq!(v["error"]["type"], "invalid_request_error", "{out}");
+    }
+    let (status, _, out) = server.request(
+        "POST",
+        "/v1/completions",
+        &[],
+        r#"{"prompt":"x","logprobs":6}"#,
+    );
+    assert_eq!(status, 400, "{out}");
+    drop(server);
+    let llama = LlamaServer::start(instruct(), &[&args[..], &["-np", "1"]].concat());
+    let theirs = client(&llama.url, &["logprobs"], Duration::from_secs(300));
+    drop(llama);
+    println!("headroom: {ours}\nllama-server: {theirs}");
+    assert_eq!(
+        ours["legacy_shape"], "legacy",
+        "OpenAI's legacy lists: {ours}"
+    );
+    assert_eq!(ours["prompt"], theirs["prompt"], "the same chat prompt");
+    let chat = same_logprobs(&ours["chat"], &theirs["chat"], 0.05);
+    let legacy = same_logprobs(&ours["legacy"], &theirs["legacy"], 0.05);
+    assert!(
+        chat >= 8 && legacy >= 4,
+        "compared {chat} chat and {legacy} legacy tokens"
+    );
+    assert_eq!(
+        ours["streamed"].as_u64(),
+        ours["chat"].as_array().map(|v| v.len() as u64),
+        "streamed and whole: as many tokens"
+    );
+}
+
+#[test]
+fn thinking_goes_to_reasoning_content_only_where_the_template_thinks() {
+    let _gate = one_at_a_time();
+    let args = ["-c", "2048", "--parallel", "1"];
+    // SmolLM2's template has no <think>: the answer is unchanged and has no
+    // reasoning_content, whatever the request's reasoning_format.
+    let server = Server::start(instruct(), &args);
+    let plain = client(&server.url, &["reasoning"], Duration::from_secs(300));
+    drop(server);
+    println!("own template: {plain}");
+    for k in ["auto", "auto_streamed", "none", "none_streamed"] {
+        assert!(plain[k][0].is_null(), "{k}: {plain}");
+        assert!(
+            !plain[k][1].as_str().unwrap_or("").is_empty(),
+            "{k}: {plain}"
+        );
+        assert_eq!(plain[k][1], plain["none"][1], "{k}: {plain}");
+    }
+    // A ChatML template that opens <think> for the answer (as
+    // DeepSeek-R1's does): the model never closes it, so all it writes is
+    // reasoning; with reasoning_format none, the same text is content.
+    let dir = TempDir::new().expect("temp dir");
+    let tmpl = dir.path().join("think.jinja");
+    std::fs::write(
+        &tmpl,
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}\
+         {% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}",
+    )
+    .expect("write the template");
+    let t = tmpl.to_str().expect("utf-8 path");
+    let server = Server::start(instruct(), &[&args[..], &["--chat-template", t]].concat());
+    let think = client(&server.url, &["reasoning"], Duration::from_secs(300));
+    drop(server);
+    println!("thinking template: {think}");
+    let text = think["none"][1].as_str().expect("content");
+    assert!(!text.is_empty(), "{think}");
+    assert!(
+        think["none"][0].is_null(),
+        "none: no reasoning_content: {think}"
+    );
+    assert_eq!(think["none_streamed"], think["none"], "{think}");
+    for k in ["auto", "auto_streamed"] {
+        assert_eq!(
+            think[k][0].as_str(),
+            Some(text.trim_start()),
+            "{k}: {think}"
+        );
+        assert_eq!(think[k][1], "", "{k}: {think}");
+    }
+    // `serve --reasoning-format none` turns it off for every request.
+    let server = Server::start(
+        instruct(),
+        &[
+            &args[..],
+            &["--chat-template", t, "--reasoning-format", "none"],
+        ]
+        .concat(),
+    );
+    let off = client(&server.url, &["reasoning"], Duration::from_secs(300));
+    drop(server);
+    assert_eq!(off["auto"], think["none"], "{off}");
+}

@@ -322,6 +322,21 @@ impl ChatFormat {
         Ok(format)
     }
 
+    /// Whether the model thinks in `<think>` tags: its template's text
+    /// mentions `<think>` (Qwen3's, DeepSeek-R1's and their distills' do).
+    /// A llama.cpp built-in named by `--chat-template` has no text here:
+    /// `false`.
+    #[must_use]
+    pub fn thinks(&self) -> bool {
+        let tag = "<think>";
+        match &self.engine {
+            Engine::Llama(text) => text.contains(tag),
+            Engine::Jinja { env, name } => env
+                .get_template(name)
+                .is_ok_and(|t| t.source().contains(tag)),
+        }
+    }
+
     /// The end-of-turn text: what the template writes right after an
     /// assistant reply, when it is a known marker or the EOS text.
     ///
