@@ -770,6 +770,14 @@ fn offload_stage(
         products = products.max(sum([t.bytes, live]));
         largest = largest.max(t.bytes);
     }
+    // The output product too, when the output layer stays on the CPU and
+    // the device takes its matrix: the logits are then the device's.
+    if lay.out_dev.is_none()
+        && let Some(t) = p.output.as_ref().or(p.token_embd.as_ref())
+        && t.bytes <= max_tensor
+    {
+        products = products.max(sum([t.bytes, c.logits, c.et4]));
+    }
     let attention = if ctx.flash_attn || c.kq <= max_tensor {
         let kv = (0..lay.cpu_layers as usize)
             .map(|il| kv_bytes_layer(p, ctx, il))
@@ -1122,9 +1130,7 @@ fn compute_buffers(p: &ModelProfile, ctx: &Context, lay: &Layout) -> ComputeBuff
     // The output stage: the last layer's residual tensors and the logits.
     let output_stage = sum([product([3, c.et4]), c.logits]);
     let copies = if lay.pipeline { SCHED_COPIES } else { 1 };
-    let cpu = if !uses_gpu {
-        sum([c.inputs, c.layer_peak.max(output_stage)])
-    } else if let Some(og) = lay
+    let cpu = if let Some(og) = lay
         .op_offload
         .filter(|_| !(lay.cpu_layers == 0 && out_dev.is_some()))
     {
@@ -1147,8 +1153,19 @@ fn compute_buffers(p: &ModelProfile, ctx: &Context, lay: &Layout) -> ComputeBuff
             .any(|t| t.name.contains("_exps.") && t.bytes > max_tensor);
         let moe = if experts_refused { c.moe_stage } else { 0 };
         let layers = if lay.cpu_layers > 0 { attn.max(moe) } else { 0 };
-        let output = if out_dev.is_none() { output_stage } else { 0 };
+        let output_taken = p
+            .output
+            .as_ref()
+            .or(p.token_embd.as_ref())
+            .is_some_and(|t| t.bytes <= max_tensor);
+        let output = if out_dev.is_none() && !output_taken {
+            output_stage
+        } else {
+            0
+        };
         sum([product([copies, c.inputs]), layers.max(output)])
+    } else if !uses_gpu {
+        sum([c.inputs, c.layer_peak.max(output_stage)])
     } else if lay.cpu_layers == 0 && out_dev.is_some() {
         sum([product([copies, c.inputs]), product([2, c.et4])])
     } else {
@@ -1228,10 +1245,17 @@ fn compute_buffers(p: &ModelProfile, ctx: &Context, lay: &Layout) -> ComputeBuff
             let b = stage.max(out);
             match (lay.pipeline, first == Some(g)) {
                 (false, false) => b,
-                // Vulkan keeps the masks it is sent in the inputs already
-                // (measured on lavapipe); an RPC worker copies them.
+                // Vulkan keeps the masks it is sent among its inputs, in the
+                // stage already, and beside the logits when it computes them
+                // (measured on lavapipe: the instruct demo's 32 MiB mask at
+                // 32k); an RPC worker copies them.
                 (false, true) if lay.vulkan.get(g).copied().unwrap_or(false) => {
-                    sum([b, product([3, c.et4])])
+                    let out = if out > 0 {
+                        sum([out, c.sent.saturating_sub(masks)])
+                    } else {
+                        0
+                    };
+                    sum([stage.max(out), product([3, c.et4])])
                 }
                 (false, true) => sum([b, product([3, c.et4]), c.sent.saturating_sub(masks)]),
                 (true, true) => sum([b, product([3, c.sent]), product([14, c.et4])]),

@@ -607,8 +607,8 @@ impl ReasoningSplit {
             match self.state {
                 Think::Start => {
                     let t = self.held.trim_start();
-                    if t.starts_with(THINK_OPEN) {
-                        self.held = t[THINK_OPEN.len()..].to_string();
+                    if let Some(rest) = t.strip_prefix(THINK_OPEN) {
+                        self.held = rest.to_string();
                         self.state = Think::In;
                     } else if THINK_OPEN.starts_with(t) {
                         // Maybe the tag's beginning: wait.
