@@ -577,6 +577,7 @@ impl GenArgs {
             n_predict: self.n_predict,
             ignore_eos: self.ignore_eos,
             stop: self.stop.clone(),
+            grammar: None,
         })
     }
 }

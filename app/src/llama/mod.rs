@@ -12,6 +12,7 @@
 //! * [`log`]: llama.cpp's last error lines, for messages about failed loads,
 //!   and why the shim's own log captures cannot cross threads.
 //! * [`vocab`]: tokenizing through the shim, so a tokenizer that throws is an error.
+//! * [`grammar`]: JSON schemas as grammars, by llama.cpp's own converter.
 
 pub mod accounting;
 pub mod backend;
@@ -20,6 +21,7 @@ pub mod device_speed;
 pub mod devices;
 pub mod error;
 mod ffi;
+pub mod grammar;
 pub mod log;
 pub mod params;
 pub mod quant;

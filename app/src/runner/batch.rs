@@ -252,6 +252,9 @@ struct Active {
     /// The tokens this sequence's cells hold, in position order.
     tokens: Vec<LlamaToken>,
     sampler: Option<LlamaSampler>,
+    /// The job's grammar, apart from the chain: it sees only generated
+    /// tokens, never the prompt (as llama.cpp's common sampler keeps it).
+    grammar: Option<LlamaSampler>,
     utf8: Utf8Stream,
     stops: StopMatcher,
     generated: usize,
@@ -465,6 +468,21 @@ impl<'e> Scheduler<'e> {
     /// Put `job` in `slot`, keeping the part of the slot's cache its prompt
     /// starts with.
     fn start(&mut self, ctx: &mut llama_cpp_2::context::LlamaContext<'_>, slot: usize, job: Job) {
+        // The server loaded this grammar once already; failing now is an
+        // error for this job only.
+        let grammar = match job.opts.grammar.as_deref() {
+            None => None,
+            Some(g) => match LlamaSampler::grammar(self.engine.model(), g, "root") {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    let _ = job
+                        .events
+                        .send(Event::Failed(format!("llama.cpp could not load the grammar: {e}")));
+                    self.admission.release();
+                    return;
+                }
+            },
+        };
         let mut tokens = std::mem::take(&mut self.cached[slot]);
         let common = prefix::common_prefix(&tokens, &job.prompt);
         let mut keep = prefix::keep(self.memory, tokens.len(), common, job.prompt.len());
@@ -477,7 +495,9 @@ impl<'e> Scheduler<'e> {
         self.stats
             .prompt_tokens_cached
             .fetch_add(keep as u64, Ordering::Relaxed);
-        let greedy = job.opts.sampling.temp <= 0.0 && job.opts.sampling.repeat_penalty == 1.0;
+        let greedy = job.opts.sampling.temp <= 0.0
+            && job.opts.sampling.repeat_penalty == 1.0
+            && grammar.is_none();
         let sampler = (!greedy).then(|| {
             let mut s = sampler(self.engine, &job.opts);
             s.accept_many(job.prompt.iter());
@@ -490,6 +510,7 @@ impl<'e> Scheduler<'e> {
             reused: keep,
             tokens,
             sampler,
+            grammar,
             utf8: Utf8Stream::default(),
             stops,
             generated: 0,
@@ -577,9 +598,22 @@ fn sample(
 ) -> Result<Outcome> {
     let row = a.row.take().ok_or_else(|| anyhow!("no logits"))?;
     let opts = &a.job.opts;
-    let token = match a.sampler.as_mut() {
-        Some(s) => s.sample(ctx, row),
-        None => {
+    let token = match (a.grammar.as_mut(), a.sampler.as_mut()) {
+        (Some(g), Some(s)) => {
+            let mut candidates = ctx.token_data_array_ith(row);
+            candidates.apply_sampler(g);
+            candidates.apply_sampler(s);
+            // The grammar always leaves the end-of-generation tokens once
+            // it is complete; nothing selected is the end all the same.
+            let Some(t) = candidates.selected_token() else {
+                return Ok(Outcome::Finished(StopReason::EndOfGeneration));
+            };
+            g.accept(t);
+            s.accept(t);
+            t
+        }
+        (_, Some(s)) => s.sample(ctx, row),
+        (_, None) => {
             let banned: &[LlamaToken] = if opts.ignore_eos { eog } else { &[] };
             argmax(ctx.get_logits_ith(row), banned)
         }

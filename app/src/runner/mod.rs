@@ -90,6 +90,9 @@ pub struct GenOptions {
     pub ignore_eos: bool,
     /// Stop when the text contains one of these (not printed).
     pub stop: Vec<String>,
+    /// A GBNF grammar (root rule `root`) every generated token must keep
+    /// to, e.g. from a `response_format` schema; checked before it gets here.
+    pub grammar: Option<String>,
 }
 
 /// Why generation ended.

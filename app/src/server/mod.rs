@@ -5,6 +5,7 @@
 //! as a whole answer or as server-sent events.
 
 pub mod openai;
+pub mod schema;
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,7 +28,7 @@ use crate::runner::batch::{Admission, Event, Job, Rejected, Stats, Summary, Toke
 use crate::runner::template::ChatFormat;
 use crate::runner::{Engine, GenOptions, Sampling, StopReason};
 use openai::ReasoningSplit;
-use openai::{ApiError, Header, Kind, Params, Usage};
+use openai::{AnswerFormat, ApiError, Header, Kind, Params, Usage};
 
 /// What exists once the model is loaded.
 pub struct Loaded {
@@ -474,7 +475,10 @@ async fn chat_completions(
         let engine = Arc::clone(&loaded.engine);
         let messages = req.messages;
         let split = req.split_reasoning && state.config.reasoning && format.thinks();
-        let tokens = tokio::task::spawn_blocking(move || {
+        let answer = req.format;
+        let mut params = req.params;
+        let (tokens, stops, split, grammar) = tokio::task::spawn_blocking(move || {
+            let grammar = answer_grammar(&engine, &answer)?;
             let text = format
                 .render(&messages, true)
                 .map_err(|e| ApiError::bad_request(format!("{e:#}")))?;
@@ -483,11 +487,12 @@ async fn chat_completions(
             // The template may open the tag itself (DeepSeek-R1's does).
             let opened = text.trim_end().ends_with(openai::THINK_OPEN);
             let split = split.then(|| ReasoningSplit::new(opened));
-            Ok::<_, ApiError>((tokens, format.stop_strings(), split))
+            Ok::<_, ApiError>((tokens, format.stop_strings(), split, grammar))
         })
         .await
         .map_err(|e| internal(&e))??;
-        Ok((tokens, req.params))
+        params.grammar = grammar;
+        Ok(((tokens, stops, split), params))
     };
     match prepared.await {
         Ok(((tokens, stops, split), params)) => {
@@ -520,6 +525,24 @@ async fn completions(
         }
         Err(e) => error(&state, &e),
     }
+}
+
+/// The grammar a chat answer keeps to under its `response_format`: the
+/// schema checked against what llama.cpp's converter enforces (a keyword it
+/// would ignore is a 400 naming it, never a silent "any JSON"), converted by
+/// that converter, and parsed once here so a grammar llama.cpp cannot load
+/// is this request's 400, not the scheduler's failure.
+fn answer_grammar(engine: &Engine, format: &AnswerFormat) -> Result<Option<String>, ApiError> {
+    let Some(schema) = format.schema() else {
+        return Ok(None);
+    };
+    let refused = |e: String| ApiError::bad_request(format!("response_format: {e}"));
+    schema::check(&schema, &crate::llama::grammar::pattern_is_enforced).map_err(refused)?;
+    let grammar = crate::llama::grammar::schema_grammar(&schema).map_err(refused)?;
+    llama_cpp_2::sampling::LlamaSampler::grammar(engine.model(), &grammar, "root").map_err(|e| {
+        refused(format!("llama.cpp could not load the schema's grammar ({e})"))
+    })?;
+    Ok(Some(grammar))
 }
 
 /// 503: the queue is full, or the server is stopping.
@@ -593,6 +616,7 @@ async fn submit(
         n_predict: Some(max_tokens),
         ignore_eos: false,
         stop: params.stop.iter().cloned().chain(template_stops).collect(),
+        grammar: params.grammar.clone(),
     };
     let (tx, rx) = unbounded_channel();
     let n_prompt = tokens.len();

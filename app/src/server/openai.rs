@@ -116,6 +116,14 @@ struct ChatBody {
     top_logprobs: Option<i64>,
     #[serde(default)]
     reasoning_format: Option<String>,
+    #[serde(default)]
+    response_format: Option<Value>,
+    #[serde(default)]
+    tools: Option<Value>,
+    #[serde(default)]
+    tool_choice: Option<Value>,
+    #[serde(default)]
+    functions: Option<Value>,
     #[serde(flatten)]
     common: Common,
 }
@@ -159,6 +167,9 @@ pub struct Params {
     /// Each token's log-probability and this many alternatives; `None`:
     /// not asked.
     pub logprobs: Option<usize>,
+    /// The grammar the answer keeps to (from `response_format`; set by the
+    /// server once it has checked and converted the schema).
+    pub grammar: Option<String>,
 }
 
 /// A chat completion request.
@@ -172,6 +183,71 @@ pub struct ChatRequest {
     /// thinks (`reasoning_format` `auto`/`deepseek`, the default); `false`:
     /// `none`.
     pub split_reasoning: bool,
+    /// What the answer must be (`response_format`).
+    pub format: AnswerFormat,
+}
+
+/// A chat answer's `response_format`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AnswerFormat {
+    /// Free text (`text`, or none given).
+    Text,
+    /// Any JSON object (`json_object`).
+    JsonObject,
+    /// JSON valid under this schema (`json_schema`).
+    JsonSchema(Value),
+}
+
+impl AnswerFormat {
+    /// The schema the answer must follow; `None` for free text.
+    #[must_use]
+    pub fn schema(&self) -> Option<Value> {
+        match self {
+            AnswerFormat::Text => None,
+            AnswerFormat::JsonObject => Some(serde_json::json!({"type": "object"})),
+            AnswerFormat::JsonSchema(s) => Some(s.clone()),
+        }
+    }
+}
+
+/// `response_format`: `{"type": "text" | "json_object"}` or
+/// `{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}`.
+fn answer_format(v: Option<Value>) -> Result<AnswerFormat, ApiError> {
+    let Some(v) = v.filter(|v| !v.is_null()) else {
+        return Ok(AnswerFormat::Text);
+    };
+    match v.get("type").and_then(Value::as_str) {
+        Some("text") => Ok(AnswerFormat::Text),
+        Some("json_object") => Ok(AnswerFormat::JsonObject),
+        Some("json_schema") => match v.pointer("/json_schema/schema") {
+            Some(s @ Value::Object(_)) => Ok(AnswerFormat::JsonSchema(s.clone())),
+            // OpenAI's schema is optional: then any JSON object.
+            None | Some(Value::Null) if v.get("json_schema").is_some_and(Value::is_object) => {
+                Ok(AnswerFormat::JsonObject)
+            }
+            _ => Err(ApiError::bad_request(
+                "response_format.json_schema.schema: a JSON schema object",
+            )),
+        },
+        other => Err(ApiError::bad_request(format!(
+            "response_format.type = {}: text, json_object or json_schema",
+            other.map_or_else(|| "missing".to_string(), |t| format!("{t:?}"))
+        ))),
+    }
+}
+
+/// Tools the request offers the model. This server does not run tool calls
+/// yet; dropping them silently would leave an agent waiting for a call that
+/// never comes, so a request that lets the model call one is refused.
+fn refuse_tools(tools: Option<&Value>, choice: Option<&Value>, functions: Option<&Value>) -> Result<(), ApiError> {
+    let offered = |v: Option<&Value>| v.is_some_and(|v| v.as_array().is_none_or(|a| !a.is_empty()) && !v.is_null());
+    let none = choice.and_then(Value::as_str) == Some("none");
+    if (offered(tools) || offered(functions)) && !none {
+        return Err(ApiError::bad_request(
+            "tools: this server does not run tool calls yet (the request would get plain text and no tool_calls); send the request without tools, or with tool_choice \"none\"",
+        ));
+    }
+    Ok(())
 }
 
 /// A legacy completion request.
@@ -259,6 +335,7 @@ impl Common {
             stream,
             include_usage,
             logprobs: None,
+            grammar: None,
         })
     }
 }
@@ -332,10 +409,13 @@ pub fn chat_request(body: &[u8]) -> Result<ChatRequest, ApiError> {
             )));
         }
     };
+    refuse_tools(b.tools.as_ref(), b.tool_choice.as_ref(), b.functions.as_ref())?;
+    let format = answer_format(b.response_format)?;
     Ok(ChatRequest {
         messages,
         params,
         split_reasoning,
+        format,
     })
 }
 

@@ -13,6 +13,11 @@ openai 3.x).
                                                     streamed and not, and off)
     python openai_client.py BASE_URL logprobs      (greedy, chat and legacy,
                                                     streamed and not)
+    python openai_client.py BASE_URL structured    (response_format: the
+                                                    client's parse() with a
+                                                    pydantic model, json_object,
+                                                    a streamed schema, refusals,
+                                                    tools refused)
 
 Each mode asserts what it checks and prints one JSON line of findings for
 the Rust test to check again; any failed assertion exits non-zero.
@@ -401,6 +406,80 @@ def reasoning():
     print(json.dumps(out))
 
 
+def refused(words, **kw):
+    """A 400 with OpenAI's error body whose message names `words`."""
+    try:
+        chat(**kw)
+    except openai.BadRequestError as e:
+        assert e.body["type"] == "invalid_request_error", e.body
+        assert words in e.body["message"], (words, e.body)
+        return e.body["message"]
+    raise AssertionError(f"accepted: {kw}")
+
+
+def structured():
+    """response_format enforced, or refused by name; never ignored."""
+    from pydantic import BaseModel, Field
+
+    class City(BaseModel):
+        name: str = Field(max_length=24)
+        country: str = Field(max_length=24)
+        population: int = Field(ge=0, le=100_000_000)
+
+    ask = [{"role": "user", "content": "Name the capital of France, its country and its population."}]
+    out = {"plain": chat(messages=ask, max_tokens=40).choices[0].message.content}
+
+    # The official client's structured-output call: a pydantic model sent as
+    # a strict json_schema, the answer parsed back into the model.
+    parse = getattr(client.chat.completions, "parse", None) or client.beta.chat.completions.parse
+    done = parse(model="anything", messages=ask, response_format=City, temperature=0, max_tokens=200)
+    choice = done.choices[0]
+    assert choice.finish_reason == "stop", choice
+    assert isinstance(choice.message.parsed, City), choice.message
+    out["schema"] = choice.message.parsed.model_dump()
+
+    # json_object: any JSON object.
+    text = chat(messages=ask, max_tokens=200, response_format={"type": "json_object"}).choices[0].message.content
+    out["json_object"] = json.loads(text)
+    assert isinstance(out["json_object"], dict), text
+
+    # A pattern, streamed.
+    code = {
+        "type": "object",
+        "properties": {"code": {"type": "string", "pattern": "^[A-Z]{3}$"}},
+        "required": ["code"],
+        "additionalProperties": False,
+    }
+    fmt = {"type": "json_schema", "json_schema": {"name": "code", "schema": code, "strict": True}}
+    streamed_text = ""
+    for chunk in chat(messages=ask, max_tokens=60, stream=True, response_format=fmt):
+        if chunk.choices:
+            streamed_text += chunk.choices[0].delta.content or ""
+    out["streamed"] = json.loads(streamed_text)
+    assert list(out["streamed"]) == ["code"], streamed_text
+    assert len(out["streamed"]["code"]) == 3 and out["streamed"]["code"].isupper(), streamed_text
+
+    # What llama.cpp's converter would ignore is refused, by name.
+    out["refusals"] = [
+        refused(word, response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": schema}})
+        for schema, word in (
+            ({"type": "object", "properties": {"e": {"type": "string", "format": "email"}}}, "email"),
+            ({"type": "number", "minimum": 1}, "number"),
+            ({"oneOf": [{"type": "string"}, {"type": "integer"}]}, "oneOf"),
+            ({"type": "string", "pattern": "^(?=a)a$"}, "pattern"),
+            ({"type": "integer", "multipleOf": 2}, "multipleOf"),
+        )
+    ]
+    out["refusals"].append(refused("response_format.type", response_format={"type": "yaml"}))
+
+    # Tools are not run yet: refused, never silently dropped; with
+    # tool_choice "none" the request is a plain chat.
+    weather = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {}}}}]
+    out["tools"] = refused("tools", tools=weather)
+    out["tools_none"] = chat(tools=weather, tool_choice="none", max_tokens=8).choices[0].finish_reason
+    print(json.dumps(out))
+
+
 if mode == "compat":
     compat()
 elif mode == "flood":
@@ -413,6 +492,8 @@ elif mode == "reasoning":
     reasoning()
 elif mode == "logprobs":
     logprobs()
+elif mode == "structured":
+    structured()
 elif mode == "streams":
     streams(int(sys.argv[3]))
 else:

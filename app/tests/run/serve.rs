@@ -905,3 +905,34 @@ fn thinking_goes_to_reasoning_content_only_where_the_template_thinks() {
     drop(server);
     assert_eq!(off["auto"], think["none"], "{off}");
 }
+
+#[test]
+fn response_formats_are_enforced_or_refused_by_name() {
+    let _gate = one_at_a_time();
+    let server = Server::start(instruct(), &["-c", "2048", "--parallel", "1"]);
+    let found = client(&server.url, &["structured"], Duration::from_secs(300));
+    drop(server);
+    println!("{found}");
+    // Without a format the small model answers in prose; with one, in the
+    // schema's JSON (the client parsed it into its pydantic model).
+    assert!(
+        serde_json::from_str::<Value>(found["plain"].as_str().unwrap_or("")).is_err(),
+        "{found}"
+    );
+    let city = &found["schema"];
+    assert!(city["name"].as_str().is_some_and(|s| s.chars().count() <= 24), "{found}");
+    assert!(city["country"].as_str().is_some_and(|s| s.chars().count() <= 24), "{found}");
+    assert!(city["population"].as_u64().is_some_and(|n| n <= 100_000_000), "{found}");
+    assert!(found["json_object"].is_object(), "{found}");
+    let code = found["streamed"]["code"].as_str().unwrap_or("");
+    assert!(code.len() == 3 && code.chars().all(|c| c.is_ascii_uppercase()), "{found}");
+    assert_eq!(found["refusals"].as_array().map(Vec::len), Some(6), "{found}");
+    assert!(
+        found["tools"].as_str().is_some_and(|m| m.contains("tool calls")),
+        "{found}"
+    );
+    assert!(
+        matches!(found["tools_none"].as_str(), Some("stop" | "length")),
+        "tool_choice none: a plain answer: {found}"
+    );
+}
