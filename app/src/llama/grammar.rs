@@ -23,9 +23,12 @@ pub fn schema_grammar(schema: &Value) -> Result<String, String> {
 #[must_use]
 pub fn pattern_is_enforced(pattern: &str) -> bool {
     static ANY_STRING: OnceLock<Option<String>> = OnceLock::new();
-    let fallback = ANY_STRING
-        .get_or_init(|| schema_grammar(&json!({"type": "string", "pattern": "x"})).ok());
-    match (schema_grammar(&json!({"type": "string", "pattern": pattern})), fallback) {
+    let fallback =
+        ANY_STRING.get_or_init(|| schema_grammar(&json!({"type": "string", "pattern": "x"})).ok());
+    match (
+        schema_grammar(&json!({"type": "string", "pattern": pattern})),
+        fallback,
+    ) {
         (Ok(g), Some(any)) => &g != any,
         _ => false,
     }

@@ -475,9 +475,9 @@ impl<'e> Scheduler<'e> {
             Some(g) => match LlamaSampler::grammar(self.engine.model(), g, "root") {
                 Ok(s) => Some(s),
                 Err(e) => {
-                    let _ = job
-                        .events
-                        .send(Event::Failed(format!("llama.cpp could not load the grammar: {e}")));
+                    let _ = job.events.send(Event::Failed(format!(
+                        "llama.cpp could not load the grammar: {e}"
+                    )));
                     self.admission.release();
                     return;
                 }

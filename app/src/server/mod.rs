@@ -539,9 +539,13 @@ fn answer_grammar(engine: &Engine, format: &AnswerFormat) -> Result<Option<Strin
     let refused = |e: String| ApiError::bad_request(format!("response_format: {e}"));
     schema::check(&schema, &crate::llama::grammar::pattern_is_enforced).map_err(refused)?;
     let grammar = crate::llama::grammar::schema_grammar(&schema).map_err(refused)?;
-    llama_cpp_2::sampling::LlamaSampler::grammar(engine.model(), &grammar, "root").map_err(|e| {
-        refused(format!("llama.cpp could not load the schema's grammar ({e})"))
-    })?;
+    llama_cpp_2::sampling::LlamaSampler::grammar(engine.model(), &grammar, "root").map_err(
+        |e| {
+            refused(format!(
+                "llama.cpp could not load the schema's grammar ({e})"
+            ))
+        },
+    )?;
     Ok(Some(grammar))
 }
 

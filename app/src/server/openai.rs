@@ -239,8 +239,14 @@ fn answer_format(v: Option<Value>) -> Result<AnswerFormat, ApiError> {
 /// Tools the request offers the model. This server does not run tool calls
 /// yet; dropping them silently would leave an agent waiting for a call that
 /// never comes, so a request that lets the model call one is refused.
-fn refuse_tools(tools: Option<&Value>, choice: Option<&Value>, functions: Option<&Value>) -> Result<(), ApiError> {
-    let offered = |v: Option<&Value>| v.is_some_and(|v| v.as_array().is_none_or(|a| !a.is_empty()) && !v.is_null());
+fn refuse_tools(
+    tools: Option<&Value>,
+    choice: Option<&Value>,
+    functions: Option<&Value>,
+) -> Result<(), ApiError> {
+    let offered = |v: Option<&Value>| {
+        v.is_some_and(|v| v.as_array().is_none_or(|a| !a.is_empty()) && !v.is_null())
+    };
     let none = choice.and_then(Value::as_str) == Some("none");
     if (offered(tools) || offered(functions)) && !none {
         return Err(ApiError::bad_request(
@@ -409,7 +415,11 @@ pub fn chat_request(body: &[u8]) -> Result<ChatRequest, ApiError> {
             )));
         }
     };
-    refuse_tools(b.tools.as_ref(), b.tool_choice.as_ref(), b.functions.as_ref())?;
+    refuse_tools(
+        b.tools.as_ref(),
+        b.tool_choice.as_ref(),
+        b.functions.as_ref(),
+    )?;
     let format = answer_format(b.response_format)?;
     Ok(ChatRequest {
         messages,

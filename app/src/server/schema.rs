@@ -71,7 +71,9 @@ fn only(o: &serde_json::Map<String, Value>, path: &str, used: &[&str]) -> Result
     {
         Some(k) => refuse(
             path,
-            format!("the keyword {k:?} is not enforced here (this server enforces type, properties, required, additionalProperties, items, prefixItems, minItems, maxItems, enum, const, anyOf, allOf, $ref, pattern, minLength, maxLength, the formats date, time, date-time and uuid, and integer bounds)"),
+            format!(
+                "the keyword {k:?} is not enforced here (this server enforces type, properties, required, additionalProperties, items, prefixItems, minItems, maxItems, enum, const, anyOf, allOf, $ref, pattern, minLength, maxLength, the formats date, time, date-time and uuid, and integer bounds)"
+            ),
         ),
         None => Ok(()),
     }
@@ -97,10 +99,7 @@ impl Walk<'_> {
             return only(o, path, &["$ref"]);
         }
         if o.contains_key("oneOf") {
-            return refuse(
-                path,
-                "oneOf (exactly one of) is not enforced: use anyOf",
-            );
+            return refuse(path, "oneOf (exactly one of) is not enforced: use anyOf");
         }
         if let Some(alts) = o.get("anyOf") {
             only(o, path, &["anyOf"])?;
@@ -125,8 +124,7 @@ impl Walk<'_> {
             return only(o, path, &["enum", "type"]);
         }
         let has_properties = o.contains_key("properties")
-            || o
-                .get("additionalProperties")
+            || o.get("additionalProperties")
                 .is_some_and(|a| a != &Value::Bool(true));
         let stringish = ["pattern", "minLength", "maxLength", "format"]
             .iter()
@@ -134,9 +132,7 @@ impl Walk<'_> {
         match o.get("type") {
             None if has_properties => self.object(o, path),
             None if o.contains_key("allOf") => self.all_of(o, path),
-            None if o.contains_key("items") || o.contains_key("prefixItems") => {
-                self.array(o, path)
-            }
+            None if o.contains_key("items") || o.contains_key("prefixItems") => self.array(o, path),
             None if stringish => self.string(o, path),
             None => only(o, path, &[]),
             Some(Value::String(t)) => match t.as_str() {
@@ -297,7 +293,9 @@ impl Walk<'_> {
             if !(self.pattern_ok)(p) {
                 return refuse(
                     path,
-                    format!("pattern {p:?} is not enforced (anchor it with ^ and $, and use plain groups, classes and repetitions)"),
+                    format!(
+                        "pattern {p:?} is not enforced (anchor it with ^ and $, and use plain groups, classes and repetitions)"
+                    ),
                 );
             }
             return Ok(());
@@ -305,7 +303,9 @@ impl Walk<'_> {
         if let Some(f) = o.get("format") {
             let known = f.as_str().is_some_and(|f| {
                 matches!(f, "date" | "time" | "date-time" | "uuid")
-                    || (f.len() == 5 && f.starts_with("uuid") && (b'1'..=b'5').contains(&f.as_bytes()[4]))
+                    || (f.len() == 5
+                        && f.starts_with("uuid")
+                        && (b'1'..=b'5').contains(&f.as_bytes()[4]))
             });
             if !known {
                 return refuse(
@@ -314,7 +314,10 @@ impl Walk<'_> {
                 );
             }
             if lengths {
-                return refuse(path, "minLength or maxLength beside a format are not enforced");
+                return refuse(
+                    path,
+                    "minLength or maxLength beside a format are not enforced",
+                );
             }
         }
         Ok(())
@@ -355,21 +358,54 @@ mod tests {
     #[test]
     fn what_it_would_ignore_is_refused_by_name_and_place() {
         for (s, words) in [
-            (json!({"type": "object", "properties": {"e": {"type": "string", "format": "email"}}}), "#/properties/e: format \"email\""),
-            (json!({"type": "number", "minimum": 1}), "bounds on a number"),
-            (json!({"type": "integer", "multipleOf": 3}), "\"multipleOf\""),
-            (json!({"type": "array", "uniqueItems": true}), "\"uniqueItems\""),
+            (
+                json!({"type": "object", "properties": {"e": {"type": "string", "format": "email"}}}),
+                "#/properties/e: format \"email\"",
+            ),
+            (
+                json!({"type": "number", "minimum": 1}),
+                "bounds on a number",
+            ),
+            (
+                json!({"type": "integer", "multipleOf": 3}),
+                "\"multipleOf\"",
+            ),
+            (
+                json!({"type": "array", "uniqueItems": true}),
+                "\"uniqueItems\"",
+            ),
             (json!({"oneOf": [{"type": "string"}]}), "oneOf"),
             (json!({"not": {"type": "string"}}), "\"not\""),
-            (json!({"type": "string", "pattern": "[a-z]+"}), "pattern \"[a-z]+\""),
-            (json!({"type": "string", "pattern": "^a+$", "maxLength": 3}), "beside a pattern"),
-            (json!({"type": "string", "maxLength": 100_000}), "maxLength = 100000"),
-            (json!({"type": "object", "properties": {}, "required": ["x"]}), "not among its properties"),
-            (json!({"type": "object", "patternProperties": {"a": {}}}), "\"patternProperties\""),
-            (json!({"$ref": "#/$defs/a", "maxLength": 2}), "\"maxLength\""),
+            (
+                json!({"type": "string", "pattern": "[a-z]+"}),
+                "pattern \"[a-z]+\"",
+            ),
+            (
+                json!({"type": "string", "pattern": "^a+$", "maxLength": 3}),
+                "beside a pattern",
+            ),
+            (
+                json!({"type": "string", "maxLength": 100_000}),
+                "maxLength = 100000",
+            ),
+            (
+                json!({"type": "object", "properties": {}, "required": ["x"]}),
+                "not among its properties",
+            ),
+            (
+                json!({"type": "object", "patternProperties": {"a": {}}}),
+                "\"patternProperties\"",
+            ),
+            (
+                json!({"$ref": "#/$defs/a", "maxLength": 2}),
+                "\"maxLength\"",
+            ),
             (json!({"type": "strange"}), "unknown type"),
             (json!("string"), "must be an object"),
-            (json!({"type": "object", "$defs": {"d": {"type": "string", "format": "uri"}}}), "#/$defs/d: format"),
+            (
+                json!({"type": "object", "$defs": {"d": {"type": "string", "format": "uri"}}}),
+                "#/$defs/d: format",
+            ),
         ] {
             let e = ok(s.clone()).expect_err(&s.to_string());
             assert!(e.contains(words), "{s}: {e}");

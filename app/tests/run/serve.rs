@@ -920,15 +920,39 @@ fn response_formats_are_enforced_or_refused_by_name() {
         "{found}"
     );
     let city = &found["schema"];
-    assert!(city["name"].as_str().is_some_and(|s| s.chars().count() <= 24), "{found}");
-    assert!(city["country"].as_str().is_some_and(|s| s.chars().count() <= 24), "{found}");
-    assert!(city["population"].as_u64().is_some_and(|n| n <= 100_000_000), "{found}");
+    assert!(
+        city["name"]
+            .as_str()
+            .is_some_and(|s| s.chars().count() <= 24),
+        "{found}"
+    );
+    assert!(
+        city["country"]
+            .as_str()
+            .is_some_and(|s| s.chars().count() <= 24),
+        "{found}"
+    );
+    assert!(
+        city["population"]
+            .as_u64()
+            .is_some_and(|n| n <= 100_000_000),
+        "{found}"
+    );
     assert!(found["json_object"].is_object(), "{found}");
     let code = found["streamed"]["code"].as_str().unwrap_or("");
-    assert!(code.len() == 3 && code.chars().all(|c| c.is_ascii_uppercase()), "{found}");
-    assert_eq!(found["refusals"].as_array().map(Vec::len), Some(6), "{found}");
     assert!(
-        found["tools"].as_str().is_some_and(|m| m.contains("tool calls")),
+        code.len() == 3 && code.chars().all(|c| c.is_ascii_uppercase()),
+        "{found}"
+    );
+    assert_eq!(
+        found["refusals"].as_array().map(Vec::len),
+        Some(6),
+        "{found}"
+    );
+    assert!(
+        found["tools"]
+            .as_str()
+            .is_some_and(|m| m.contains("tool calls")),
         "{found}"
     );
     assert!(
