@@ -50,7 +50,7 @@ fn main() -> Result<(), String> {
             // one, ending with the user's.
             let messages = conversation(n + usize::from(n % 2 == 0));
             row.push(
-                match jinja::render(&env, "t", &messages, true, "<s>", "</s>") {
+                match jinja::render(&env, "t", &messages, None, true, "<s>", "</s>") {
                     Ok((_, used)) => used.to_string(),
                     Err(e) => format!("error: {e}"),
                 },
@@ -65,7 +65,7 @@ fn main() -> Result<(), String> {
         "{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}";
     let env = jinja::environment("endless", endless).map_err(|e| e.to_string())?;
     let t0 = Instant::now();
-    let result = jinja::render(&env, "endless", &conversation(3), true, "<s>", "</s>");
+    let result = jinja::render(&env, "endless", &conversation(3), None, true, "<s>", "</s>");
     println!(
         "an endless template: {:?} after {:.2} s",
         result.err().map(|e| e.to_string()),

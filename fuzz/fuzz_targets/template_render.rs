@@ -84,12 +84,17 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let add_generation_prompt = turns % 2 == 1;
+    // Every other input offers a tool, so the templates' tool branches run too.
+    let tools = (turns % 4 < 2).then(|| {
+        serde_json::json!([{"type": "function", "function": {"name": "get_weather", "description": "Weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])
+    });
     allow_known_bug();
     let rendered = panic::catch_unwind(AssertUnwindSafe(|| {
         jinja::render(
             &env,
             "tokenizer.chat_template",
             &messages,
+            tools.as_ref(),
             add_generation_prompt,
             "<s>",
             "</s>",

@@ -578,6 +578,7 @@ impl GenArgs {
             ignore_eos: self.ignore_eos,
             stop: self.stop.clone(),
             grammar: None,
+            grammar_triggers: Vec::new(),
         })
     }
 }

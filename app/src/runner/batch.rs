@@ -472,7 +472,7 @@ impl<'e> Scheduler<'e> {
         // error for this job only.
         let grammar = match job.opts.grammar.as_deref() {
             None => None,
-            Some(g) => match LlamaSampler::grammar(self.engine.model(), g, "root") {
+            Some(g) => match grammar_sampler(self.engine.model(), g, &job.opts.grammar_triggers) {
                 Ok(s) => Some(s),
                 Err(e) => {
                     let _ = job.events.send(Event::Failed(format!(
@@ -583,6 +583,23 @@ impl<'e> Scheduler<'e> {
             .map(|(a, c)| a.as_ref().map_or(c.len(), |a| a.tokens.len()))
             .sum();
         self.stats.cells_used.store(used, Ordering::Relaxed);
+    }
+}
+
+/// A sampler for `grammar` (root rule `root`): lazy, from the first of
+/// `triggers` the model writes, when there are any.
+///
+/// # Errors
+/// llama.cpp could not parse the grammar.
+pub fn grammar_sampler(
+    model: &llama_cpp_2::model::LlamaModel,
+    grammar: &str,
+    triggers: &[String],
+) -> Result<LlamaSampler, llama_cpp_2::GrammarError> {
+    if triggers.is_empty() {
+        LlamaSampler::grammar(model, grammar, "root")
+    } else {
+        LlamaSampler::grammar_lazy(model, grammar, "root", triggers, &[])
     }
 }
 

@@ -6,6 +6,7 @@
 
 pub mod openai;
 pub mod schema;
+pub mod tools;
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,10 +26,11 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 use crate::runner::batch::{Admission, Event, Job, Rejected, Stats, Summary, TokenLogprob};
-use crate::runner::template::ChatFormat;
+use crate::runner::template::{ChatFormat, ToolSyntax};
 use crate::runner::{Engine, GenOptions, Sampling, StopReason};
 use openai::ReasoningSplit;
 use openai::{AnswerFormat, ApiError, Header, Kind, Params, Usage};
+use tools::ToolSplit;
 
 /// What exists once the model is loaded.
 pub struct Loaded {
@@ -476,30 +478,125 @@ async fn chat_completions(
         let messages = req.messages;
         let split = req.split_reasoning && state.config.reasoning && format.thinks();
         let answer = req.format;
+        let tools = req.tools;
         let mut params = req.params;
-        let (tokens, stops, split, grammar) = tokio::task::spawn_blocking(move || {
-            let grammar = answer_grammar(&engine, &answer)?;
-            let text = format
-                .render(&messages, true)
-                .map_err(|e| ApiError::bad_request(format!("{e:#}")))?;
-            let tokens = crate::runner::prompt::tokenize_prompt(&engine, &text)
-                .map_err(|e| ApiError::bad_request(format!("{e:#}")))?;
+        let calling = tools.is_some();
+        let (tokens, stops, split, (grammar, triggers)) = tokio::task::spawn_blocking(move || {
+            let bad = |e: &dyn std::fmt::Display| ApiError::bad_request(format!("{e:#}"));
+            let mut constraint = (answer_grammar(&engine, &answer)?, Vec::new());
+            let history = messages
+                .iter()
+                .any(|m| m.role == "tool" || m.tool_calls.is_some());
+            let text = if let Some(tools) = &tools {
+                constraint = tool_grammar(&engine, &format, tools)?;
+                format.render_with_tools(&messages, &tools.list)
+            } else if history {
+                // A conversation with calls in it, tools no longer offered
+                // (`tool_choice: none`): the template that renders them.
+                format.tool_syntax().map_err(|e| bad(&e))?;
+                format.render_with_tools(&messages, &json!([]))
+            } else {
+                format.render(&messages, true)
+            }
+            .map_err(|e| bad(&e))?;
+            let tokens =
+                crate::runner::prompt::tokenize_prompt(&engine, &text).map_err(|e| bad(&e))?;
             // The template may open the tag itself (DeepSeek-R1's does).
             let opened = text.trim_end().ends_with(openai::THINK_OPEN);
             let split = split.then(|| ReasoningSplit::new(opened));
-            Ok::<_, ApiError>((tokens, format.stop_strings(), split, grammar))
+            Ok::<_, ApiError>((tokens, format.stop_strings(), split, constraint))
         })
         .await
         .map_err(|e| internal(&e))??;
         params.grammar = grammar;
-        Ok(((tokens, stops, split), params))
+        params.grammar_triggers = triggers;
+        Ok(((tokens, stops, split, calling), params))
     };
     match prepared.await {
-        Ok(((tokens, stops, split), params)) => {
-            submit(&state, Kind::Chat, tokens, stops, params, split).await
+        Ok(((tokens, stops, split, calling), params)) => {
+            let answer = Answer {
+                split,
+                tools: calling.then(ToolSplit::default),
+            };
+            submit(&state, Kind::Chat, tokens, stops, params, answer).await
         }
         Err(e) => error(&state, &e),
     }
+}
+
+/// How a chat answer's text is taken apart on its way out: thinking into
+/// `reasoning_content`, tool calls into `tool_calls`.
+#[derive(Default)]
+struct Answer {
+    split: Option<ReasoningSplit>,
+    tools: Option<ToolSplit>,
+}
+
+impl Answer {
+    /// The reasoning and the content of `piece` that can go out now.
+    fn push(&mut self, piece: &str) -> (String, String) {
+        let (r, c) = match self.split.as_mut() {
+            Some(sp) => sp.push(piece),
+            None => (String::new(), piece.to_string()),
+        };
+        match self.tools.as_mut() {
+            Some(t) => (r, t.push(&c)),
+            None => (r, c),
+        }
+    }
+
+    /// At the end: the reasoning and content held back, and the calls.
+    fn finish(&mut self) -> (String, String, Vec<tools::Call>) {
+        let (r, c) = match self.split.as_mut() {
+            Some(sp) => sp.finish(),
+            None => (String::new(), String::new()),
+        };
+        match self.tools.as_mut() {
+            Some(t) => {
+                let mut content = t.push(&c);
+                let (held, calls) = t.finish();
+                content.push_str(&held);
+                (r, content, calls)
+            }
+            None => (r, c, Vec::new()),
+        }
+    }
+}
+
+/// The grammar (and its triggers) for a request's tool calls: the
+/// template writes calls in a syntax the server parses, every function's
+/// parameters are a schema the converter enforces (else a 400 naming it),
+/// and the grammar loads. Under `auto` it is lazy, from the call's opening
+/// tag; under `required` or a named function it holds from the first token.
+fn tool_grammar(
+    engine: &Engine,
+    format: &ChatFormat,
+    tools: &openai::Tools,
+) -> Result<(Option<String>, Vec<String>), ApiError> {
+    let bad = |m: String| ApiError::bad_request(m);
+    match format
+        .tool_syntax()
+        .map_err(|e| bad(format!("tools: {e}")))?
+    {
+        ToolSyntax::Hermes => {}
+    }
+    for (name, params) in &tools.callable {
+        schema::check(&params.value, &crate::llama::grammar::pattern_is_enforced)
+            .map_err(|e| bad(format!("tools: {name}'s parameters: {e}")))?;
+    }
+    let grammar = tools::hermes_grammar(&tools.callable, tools.parallel)
+        .map_err(|e| bad(format!("tools: {e}")))?;
+    let triggers = if tools.forced {
+        Vec::new()
+    } else {
+        vec![crate::runner::template::HERMES_OPEN.to_string()]
+    };
+    crate::runner::batch::grammar_sampler(engine.model(), &grammar, &triggers).map_err(|e| {
+        bad(format!(
+            "tools: llama.cpp could not load their grammar ({e})"
+        ))
+    })?;
+    Ok((Some(grammar), triggers))
 }
 
 async fn completions(
@@ -521,7 +618,15 @@ async fn completions(
     };
     match prepared.await {
         Ok((tokens, params)) => {
-            submit(&state, Kind::Completion, tokens, Vec::new(), params, None).await
+            submit(
+                &state,
+                Kind::Completion,
+                tokens,
+                Vec::new(),
+                params,
+                Answer::default(),
+            )
+            .await
         }
         Err(e) => error(&state, &e),
     }
@@ -537,8 +642,8 @@ fn answer_grammar(engine: &Engine, format: &AnswerFormat) -> Result<Option<Strin
         return Ok(None);
     };
     let refused = |e: String| ApiError::bad_request(format!("response_format: {e}"));
-    schema::check(&schema, &crate::llama::grammar::pattern_is_enforced).map_err(refused)?;
-    let grammar = crate::llama::grammar::schema_grammar(&schema).map_err(refused)?;
+    schema::check(&schema.value, &crate::llama::grammar::pattern_is_enforced).map_err(refused)?;
+    let grammar = crate::llama::grammar::schema_grammar(&schema.text).map_err(refused)?;
     llama_cpp_2::sampling::LlamaSampler::grammar(engine.model(), &grammar, "root").map_err(
         |e| {
             refused(format!(
@@ -586,7 +691,7 @@ async fn submit(
     tokens: Vec<llama_cpp_2::token::LlamaToken>,
     template_stops: Vec<String>,
     params: Params,
-    split: Option<ReasoningSplit>,
+    answer: Answer,
 ) -> Response {
     let n_slot = state.config.n_ctx_slot;
     if tokens.is_empty() {
@@ -621,6 +726,7 @@ async fn submit(
         ignore_eos: false,
         stop: params.stop.iter().cloned().chain(template_stops).collect(),
         grammar: params.grammar.clone(),
+        grammar_triggers: params.grammar_triggers.clone(),
     };
     let (tx, rx) = unbounded_channel();
     let n_prompt = tokens.len();
@@ -651,7 +757,7 @@ async fn submit(
             params.include_usage,
             n_prompt,
             lp,
-            split,
+            (answer, state.id("call")),
         ))
         .into_response();
     }
@@ -660,27 +766,32 @@ async fn submit(
     let mut rx = rx;
     let mut text = String::new();
     let mut logprobs = Vec::new();
+    let mut answer = answer;
     loop {
         match rx.recv().await {
             Some(Event::Text(t)) => text.push_str(&t),
             Some(Event::Logprob(l)) => logprobs.push(l),
             Some(Event::Done(s)) => {
-                let mut v = match split {
-                    Some(mut split) => {
-                        let (mut reasoning, mut content) = split.push(&text);
-                        let (r, c) = split.finish();
-                        reasoning.push_str(&r);
-                        content.push_str(&c);
-                        let mut v = head.complete(&content, s.stop_reason, usage_of(&s));
-                        if !reasoning.is_empty()
-                            && let Some(m) = v.pointer_mut("/choices/0/message")
-                        {
-                            m["reasoning_content"] = json!(reasoning);
-                        }
-                        v
+                let (mut reasoning, mut content) = answer.push(&text);
+                let (r, c, calls) = answer.finish();
+                reasoning.push_str(&r);
+                content.push_str(&c);
+                let mut v = head.complete(&content, s.stop_reason, usage_of(&s));
+                if let Some(m) = v.pointer_mut("/choices/0/message") {
+                    if !reasoning.is_empty() {
+                        m["reasoning_content"] = json!(reasoning);
                     }
-                    None => head.complete(&text, s.stop_reason, usage_of(&s)),
-                };
+                    if !calls.is_empty() {
+                        let base = state.id("call");
+                        m["tool_calls"] = tools::tool_calls_json(&calls, &base, false);
+                        if content.is_empty() {
+                            m["content"] = Value::Null;
+                        }
+                    }
+                }
+                if !calls.is_empty() {
+                    v["choices"][0]["finish_reason"] = json!("tool_calls");
+                }
                 if params.logprobs.is_some() {
                     openai::set_logprobs(&mut v, head.logprobs(&logprobs, 0));
                 }
@@ -734,81 +845,106 @@ async fn recv_text(rx: &mut UnboundedReceiver<Event>, lps: &mut Vec<TokenLogprob
     }
 }
 
-/// Server-sent events: a first chunk, one per piece of text, the last chunk
-/// with its `finish_reason`, the usage chunk when asked, then `[DONE]`.
+/// Server-sent events: a first chunk, one per piece of text, the tool
+/// calls (one chunk, each call with its `index` and `id`) when the model
+/// made any, the last chunk with its `finish_reason`, the usage chunk when
+/// asked, then `[DONE]`.
 fn sse_stream(
     head: Header,
     rx: UnboundedReceiver<Event>,
     include_usage: bool,
     n_prompt: usize,
     logprobs: bool,
-    split: Option<ReasoningSplit>,
+    (answer, call_ids): (Answer, String),
 ) -> impl Stream<Item = Result<SseEvent, Infallible>> {
     enum Phase {
         First,
         Body,
+        /// The last chunk, after the tool calls' chunk.
+        Last(Value, Summary),
         Usage(Summary),
         Done,
         End,
     }
-    let data = |v: Value| Ok(SseEvent::default().data(v.to_string()));
+    struct St {
+        rx: UnboundedReceiver<Event>,
+        head: Header,
+        lps: Vec<TokenLogprob>,
+        /// The characters of the answer sent so far (legacy `text_offset`).
+        offset: usize,
+        answer: Answer,
+    }
+    let data = |v: &Value| Ok(SseEvent::default().data(v.to_string()));
     // Log-probabilities wait for the text their tokens make (a chunk's
-    // delta carries its own tokens'); the state's `usize`: the characters
-    // of the answer sent so far (legacy `text_offset`).
-    let with_lp = move |head: &Header, mut c: Value, lps: &mut Vec<TokenLogprob>, offset: usize| {
+    // delta carries its own tokens').
+    let with_lp = move |st: &mut St, mut c: Value| {
         if logprobs {
-            openai::set_logprobs(&mut c, head.logprobs(lps, offset));
-            lps.clear();
+            openai::set_logprobs(&mut c, st.head.logprobs(&st.lps, st.offset));
+            st.lps.clear();
         }
         c
     };
-    stream::unfold(
-        (Phase::First, rx, head, Vec::new(), 0usize, split),
-        move |(phase, mut rx, head, mut lps, mut offset, mut split)| async move {
+    let after_last = move |s: Summary| {
+        if include_usage {
+            Phase::Usage(s)
+        } else {
+            Phase::Done
+        }
+    };
+    let st = St {
+        rx,
+        head,
+        lps: Vec::new(),
+        offset: 0,
+        answer,
+    };
+    stream::unfold((Phase::First, st), move |(phase, mut st)| {
+        let call_ids = call_ids.clone();
+        async move {
             match phase {
                 Phase::First => {
-                    let first = match head.kind {
-                        Kind::Chat => head.chunk(Some(""), true, None),
-                        Kind::Completion => head.chunk(Some(""), false, None),
+                    let first = match st.head.kind {
+                        Kind::Chat => st.head.chunk(Some(""), true, None),
+                        Kind::Completion => st.head.chunk(Some(""), false, None),
                     };
-                    Some((data(first), (Phase::Body, rx, head, lps, offset, split)))
+                    Some((data(&first), (Phase::Body, st)))
                 }
-                Phase::Body => match recv_text(&mut rx, &mut lps).await {
+                Phase::Body => match recv_text(&mut st.rx, &mut st.lps).await {
                     Next::Text(t) => {
-                        let c = match split.as_mut() {
-                            Some(sp) => {
-                                let (r, c) = sp.push(&t);
-                                reasoning_chunk(&head, &r, &c)
-                            }
-                            None => head.chunk(Some(&t), false, None),
+                        let c = if st.head.kind == Kind::Chat {
+                            let (r, c) = st.answer.push(&t);
+                            reasoning_chunk(&st.head, &r, &c)
+                        } else {
+                            st.head.chunk(Some(&t), false, None)
                         };
-                        let c = with_lp(&head, c, &mut lps, offset);
-                        offset += t.chars().count();
-                        Some((data(c), (Phase::Body, rx, head, lps, offset, split)))
+                        let c = with_lp(&mut st, c);
+                        st.offset += t.chars().count();
+                        Some((data(&c), (Phase::Body, st)))
                     }
                     Next::Done(s) => {
-                        let mut c = head.chunk(None, false, Some(s.stop_reason));
-                        if let Some(sp) = split.as_mut() {
-                            let (r, t) = sp.finish();
-                            let held = reasoning_chunk(&head, &r, &t);
-                            if let Some(d) = held.pointer("/choices/0/delta") {
-                                c["choices"][0]["delta"] = d.clone();
-                            }
+                        let mut last = st.head.chunk(None, false, Some(s.stop_reason));
+                        let (r, t, calls) = st.answer.finish();
+                        let held = reasoning_chunk(&st.head, &r, &t);
+                        if let Some(d) = held.pointer("/choices/0/delta") {
+                            last["choices"][0]["delta"] = d.clone();
                         }
-                        let c = with_lp(&head, c, &mut lps, offset);
-                        let next = if include_usage {
-                            Phase::Usage(s)
-                        } else {
-                            Phase::Done
-                        };
-                        Some((data(c), (next, rx, head, lps, offset, split)))
+                        let last = with_lp(&mut st, last);
+                        if calls.is_empty() {
+                            return Some((data(&last), (after_last(s), st)));
+                        }
+                        let mut c = st.head.chunk(None, false, None);
+                        c["choices"][0]["delta"]["tool_calls"] =
+                            tools::tool_calls_json(&calls, &call_ids, true);
+                        let mut last = last;
+                        last["choices"][0]["finish_reason"] = json!("tool_calls");
+                        Some((data(&c), (Phase::Last(last, s), st)))
                     }
                     Next::Failed(why) => {
                         let e = internal(&why).body();
-                        Some((data(e), (Phase::Done, rx, head, lps, offset, split)))
+                        Some((data(&e), (Phase::Done, st)))
                     }
                     Next::Closed => {
-                        let c = head.chunk(None, false, Some(StopReason::Interrupted));
+                        let c = st.head.chunk(None, false, Some(StopReason::Interrupted));
                         let s = Summary {
                             tokens_prompt: n_prompt,
                             tokens_cached: 0,
@@ -816,24 +952,17 @@ fn sse_stream(
                             stop_reason: StopReason::Interrupted,
                             time_to_first_token: None,
                         };
-                        let next = if include_usage {
-                            Phase::Usage(s)
-                        } else {
-                            Phase::Done
-                        };
-                        Some((data(c), (next, rx, head, lps, offset, split)))
+                        Some((data(&c), (after_last(s), st)))
                     }
                 },
+                Phase::Last(last, s) => Some((data(&last), (after_last(s), st))),
                 Phase::Usage(s) => {
-                    let u = head.usage_chunk(usage_of(&s));
-                    Some((data(u), (Phase::Done, rx, head, lps, offset, split)))
+                    let u = st.head.usage_chunk(usage_of(&s));
+                    Some((data(&u), (Phase::Done, st)))
                 }
-                Phase::Done => Some((
-                    Ok(SseEvent::default().data("[DONE]")),
-                    (Phase::End, rx, head, lps, offset, split),
-                )),
+                Phase::Done => Some((Ok(SseEvent::default().data("[DONE]")), (Phase::End, st))),
                 Phase::End => None,
             }
-        },
-    )
+        }
+    })
 }

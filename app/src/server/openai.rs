@@ -2,6 +2,7 @@
 //! parse them: plain data and pure functions, no I/O.
 
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use crate::runner::StopReason;
@@ -76,6 +77,10 @@ struct ChatMessage {
     role: String,
     #[serde(default)]
     content: Option<Content>,
+    #[serde(default)]
+    tool_calls: Option<Vec<Value>>,
+    #[serde(default)]
+    tool_call_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -116,12 +121,16 @@ struct ChatBody {
     top_logprobs: Option<i64>,
     #[serde(default)]
     reasoning_format: Option<String>,
+    // Schemas stay as sent: the converter writes an object's properties in
+    // the schema's order, and serde_json's map would sort them.
     #[serde(default)]
-    response_format: Option<Value>,
+    response_format: Option<Box<RawValue>>,
     #[serde(default)]
-    tools: Option<Value>,
+    tools: Option<Box<RawValue>>,
     #[serde(default)]
     tool_choice: Option<Value>,
+    #[serde(default)]
+    parallel_tool_calls: Option<bool>,
     #[serde(default)]
     functions: Option<Value>,
     #[serde(flatten)]
@@ -170,6 +179,8 @@ pub struct Params {
     /// The grammar the answer keeps to (from `response_format`; set by the
     /// server once it has checked and converted the schema).
     pub grammar: Option<String>,
+    /// The grammar is lazy, from the first of these (a tool call's tag).
+    pub grammar_triggers: Vec<String>,
 }
 
 /// A chat completion request.
@@ -185,6 +196,8 @@ pub struct ChatRequest {
     pub split_reasoning: bool,
     /// What the answer must be (`response_format`).
     pub format: AnswerFormat,
+    /// What the model may or must call (`tools`, `tool_choice`).
+    pub tools: Option<Tools>,
 }
 
 /// A chat answer's `response_format`.
@@ -194,17 +207,43 @@ pub enum AnswerFormat {
     Text,
     /// Any JSON object (`json_object`).
     JsonObject,
-    /// JSON valid under this schema (`json_schema`).
-    JsonSchema(Value),
+    /// JSON valid under this schema (`json_schema`), as sent.
+    JsonSchema(Schema),
+}
+
+/// A JSON schema: as sent (its properties in the client's order, for the
+/// converter) and parsed (for the checks).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Schema {
+    /// The schema's JSON text, as the client wrote it.
+    pub text: String,
+    /// The same, parsed.
+    pub value: Value,
+}
+
+impl Schema {
+    fn of(raw: &RawValue) -> Result<Schema, serde_json::Error> {
+        Ok(Schema {
+            text: raw.get().to_string(),
+            value: serde_json::from_str(raw.get())?,
+        })
+    }
+
+    fn from_value(value: Value) -> Schema {
+        Schema {
+            text: value.to_string(),
+            value,
+        }
+    }
 }
 
 impl AnswerFormat {
     /// The schema the answer must follow; `None` for free text.
     #[must_use]
-    pub fn schema(&self) -> Option<Value> {
+    pub fn schema(&self) -> Option<Schema> {
         match self {
             AnswerFormat::Text => None,
-            AnswerFormat::JsonObject => Some(serde_json::json!({"type": "object"})),
+            AnswerFormat::JsonObject => Some(Schema::from_value(json!({"type": "object"}))),
             AnswerFormat::JsonSchema(s) => Some(s.clone()),
         }
     }
@@ -212,48 +251,194 @@ impl AnswerFormat {
 
 /// `response_format`: `{"type": "text" | "json_object"}` or
 /// `{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}`.
-fn answer_format(v: Option<Value>) -> Result<AnswerFormat, ApiError> {
-    let Some(v) = v.filter(|v| !v.is_null()) else {
+fn answer_format(raw: Option<&RawValue>) -> Result<AnswerFormat, ApiError> {
+    #[derive(Deserialize)]
+    struct Format<'a> {
+        #[serde(rename = "type")]
+        kind: Option<String>,
+        #[serde(borrow, default)]
+        json_schema: Option<Inner<'a>>,
+    }
+    #[derive(Deserialize)]
+    struct Inner<'a> {
+        #[serde(borrow, default)]
+        schema: Option<&'a RawValue>,
+    }
+    let bad = |m: String| ApiError::bad_request(m);
+    let Some(raw) = raw.filter(|r| r.get() != "null") else {
         return Ok(AnswerFormat::Text);
     };
-    match v.get("type").and_then(Value::as_str) {
+    let f: Format<'_> =
+        serde_json::from_str(raw.get()).map_err(|e| bad(format!("response_format: {e}")))?;
+    match f.kind.as_deref() {
         Some("text") => Ok(AnswerFormat::Text),
         Some("json_object") => Ok(AnswerFormat::JsonObject),
-        Some("json_schema") => match v.pointer("/json_schema/schema") {
-            Some(s @ Value::Object(_)) => Ok(AnswerFormat::JsonSchema(s.clone())),
+        Some("json_schema") => match f.json_schema {
+            None => Err(bad("response_format.json_schema: missing".into())),
             // OpenAI's schema is optional: then any JSON object.
-            None | Some(Value::Null) if v.get("json_schema").is_some_and(Value::is_object) => {
-                Ok(AnswerFormat::JsonObject)
-            }
-            _ => Err(ApiError::bad_request(
-                "response_format.json_schema.schema: a JSON schema object",
-            )),
+            Some(Inner { schema: None }) => Ok(AnswerFormat::JsonObject),
+            Some(Inner { schema: Some(s) }) if s.get() == "null" => Ok(AnswerFormat::JsonObject),
+            Some(Inner { schema: Some(s) }) => match Schema::of(s) {
+                Ok(s) if s.value.is_object() => Ok(AnswerFormat::JsonSchema(s)),
+                _ => Err(bad(
+                    "response_format.json_schema.schema: a JSON schema object".into(),
+                )),
+            },
         },
-        other => Err(ApiError::bad_request(format!(
+        other => Err(bad(format!(
             "response_format.type = {}: text, json_object or json_schema",
             other.map_or_else(|| "missing".to_string(), |t| format!("{t:?}"))
         ))),
     }
 }
 
-/// Tools the request offers the model. This server does not run tool calls
-/// yet; dropping them silently would leave an agent waiting for a call that
-/// never comes, so a request that lets the model call one is refused.
-fn refuse_tools(
-    tools: Option<&Value>,
+/// What the request lets the model call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tools {
+    /// OpenAI's `tools` list, for the template to render.
+    pub list: Value,
+    /// The functions the model may call now: every one, or the one
+    /// `tool_choice` names; each with its parameters' schema.
+    pub callable: Vec<(String, Schema)>,
+    /// The model must call (`required` or a named function) rather than may
+    /// (`auto`).
+    pub forced: bool,
+    /// More than one call in an answer (`parallel_tool_calls`, default true).
+    pub parallel: bool,
+}
+
+/// Most tools in one request.
+pub const MAX_TOOLS: usize = 128;
+
+/// `tools`, `tool_choice` and `parallel_tool_calls`: `None` when there are
+/// no tools or the choice is `none` (a plain chat).
+fn tools_of(
+    raw: Option<&RawValue>,
     choice: Option<&Value>,
-    functions: Option<&Value>,
-) -> Result<(), ApiError> {
-    let offered = |v: Option<&Value>| {
-        v.is_some_and(|v| v.as_array().is_none_or(|a| !a.is_empty()) && !v.is_null())
-    };
-    let none = choice.and_then(Value::as_str) == Some("none");
-    if (offered(tools) || offered(functions)) && !none {
-        return Err(ApiError::bad_request(
-            "tools: this server does not run tool calls yet (the request would get plain text and no tool_calls); send the request without tools, or with tool_choice \"none\"",
-        ));
+    parallel: Option<bool>,
+) -> Result<Option<Tools>, ApiError> {
+    #[derive(Deserialize)]
+    struct Tool<'a> {
+        #[serde(rename = "type")]
+        kind: String,
+        #[serde(borrow)]
+        function: Function<'a>,
     }
-    Ok(())
+    #[derive(Deserialize)]
+    struct Function<'a> {
+        name: String,
+        #[serde(borrow, default)]
+        parameters: Option<&'a RawValue>,
+    }
+    let bad = |m: String| ApiError::bad_request(m);
+    let Some(raw) = raw.filter(|r| r.get() != "null") else {
+        return Ok(None);
+    };
+    let tools: Vec<Tool<'_>> =
+        serde_json::from_str(raw.get()).map_err(|e| bad(format!("tools: {e}")))?;
+    if tools.len() > MAX_TOOLS {
+        return Err(bad(format!(
+            "tools: {} tools; at most {MAX_TOOLS}",
+            tools.len()
+        )));
+    }
+    let mut all: Vec<(String, Schema)> = Vec::with_capacity(tools.len());
+    for (i, t) in tools.iter().enumerate() {
+        if t.kind != "function" {
+            return Err(bad(format!("tools[{i}].type = {:?}: function", t.kind)));
+        }
+        let name = &t.function.name;
+        let valid = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if !valid {
+            return Err(bad(format!(
+                "tools[{i}].function.name = {name:?}: 1 to 64 letters, digits, _ or -"
+            )));
+        }
+        if all.iter().any(|(n, _)| n == name) {
+            return Err(bad(format!(
+                "tools[{i}].function.name = {name:?}: named twice"
+            )));
+        }
+        let params = match t.function.parameters {
+            None => Schema::from_value(json!({"type": "object", "properties": {}})),
+            Some(p) => Schema::of(p)
+                .ok()
+                .filter(|s| s.value.is_object())
+                .ok_or_else(|| {
+                    bad(format!(
+                        "tools[{i}].function.parameters: a JSON schema object"
+                    ))
+                })?,
+        };
+        all.push((name.clone(), params));
+    }
+    let (callable, forced) = match choice {
+        None => (all, false),
+        Some(Value::String(c)) => match c.as_str() {
+            "none" => return Ok(None),
+            "auto" => (all, false),
+            "required" => (all, true),
+            other => {
+                return Err(bad(format!(
+                    "tool_choice = {other:?}: none, auto, required or a function by name"
+                )));
+            }
+        },
+        Some(v) => {
+            let Some(name) = v.pointer("/function/name").and_then(Value::as_str) else {
+                return Err(bad("tool_choice: a function needs function.name".into()));
+            };
+            let one: Vec<_> = all.into_iter().filter(|(n, _)| n == name).collect();
+            if one.is_empty() {
+                return Err(bad(format!(
+                    "tool_choice names {name:?}, which is not among the tools"
+                )));
+            }
+            (one, true)
+        }
+    };
+    if callable.is_empty() {
+        return Ok(None);
+    }
+    let list: Value = serde_json::from_str(raw.get()).map_err(|e| bad(format!("tools: {e}")))?;
+    Ok(Some(Tools {
+        list,
+        callable,
+        forced,
+        parallel: parallel.unwrap_or(true),
+    }))
+}
+
+/// An assistant turn's `tool_calls` as templates take them: each
+/// `function.arguments` (OpenAI's JSON text) parsed into an object.
+fn template_tool_calls(i: usize, calls: Vec<Value>) -> Result<Vec<Value>, ApiError> {
+    calls
+        .into_iter()
+        .enumerate()
+        .map(|(j, mut c)| {
+            let here = format!("messages[{i}].tool_calls[{j}]");
+            if c.pointer("/function/name")
+                .and_then(Value::as_str)
+                .is_none()
+            {
+                return Err(ApiError::bad_request(format!(
+                    "{here}: function.name missing"
+                )));
+            }
+            if let Some(args) = c.pointer_mut("/function/arguments")
+                && let Some(text) = args.as_str()
+            {
+                *args = serde_json::from_str(text).map_err(|e| {
+                    ApiError::bad_request(format!("{here}.function.arguments: not JSON ({e})"))
+                })?;
+            }
+            Ok(c)
+        })
+        .collect()
 }
 
 /// A legacy completion request.
@@ -342,6 +527,7 @@ impl Common {
             include_usage,
             logprobs: None,
             grammar: None,
+            grammar_triggers: Vec::new(),
         })
     }
 }
@@ -367,11 +553,23 @@ pub fn chat_request(body: &[u8]) -> Result<ChatRequest, ApiError> {
             "system" | "developer" => "system",
             "user" => "user",
             "assistant" => "assistant",
+            "tool" => "tool",
             other => {
                 return Err(ApiError::bad_request(format!(
-                    "messages[{i}].role = {other:?}: system, developer, user or assistant"
+                    "messages[{i}].role = {other:?}: system, developer, user, assistant or tool"
                 )));
             }
+        };
+        let tool_calls = match m.tool_calls {
+            Some(calls) if role == "assistant" && !calls.is_empty() => {
+                Some(template_tool_calls(i, calls)?)
+            }
+            Some(calls) if !calls.is_empty() => {
+                return Err(ApiError::bad_request(format!(
+                    "messages[{i}]: tool_calls on a {role} message"
+                )));
+            }
+            _ => None,
         };
         let text = match m.content {
             None => String::new(),
@@ -391,7 +589,10 @@ pub fn chat_request(body: &[u8]) -> Result<ChatRequest, ApiError> {
                 text
             }
         };
-        messages.push(Message::new(role, text));
+        let mut message = Message::new(role, text);
+        message.tool_calls = tool_calls;
+        message.tool_call_id = m.tool_call_id.filter(|_| role == "tool");
+        messages.push(message);
     }
     let mut params = b.common.params()?;
     params.logprobs = match (b.logprobs.unwrap_or(false), b.top_logprobs) {
@@ -415,17 +616,28 @@ pub fn chat_request(body: &[u8]) -> Result<ChatRequest, ApiError> {
             )));
         }
     };
-    refuse_tools(
-        b.tools.as_ref(),
+    if b.functions.as_ref().is_some_and(|f| !f.is_null()) {
+        return Err(ApiError::bad_request(
+            "functions: OpenAI's deprecated field; send tools",
+        ));
+    }
+    let tools = tools_of(
+        b.tools.as_deref(),
         b.tool_choice.as_ref(),
-        b.functions.as_ref(),
+        b.parallel_tool_calls,
     )?;
-    let format = answer_format(b.response_format)?;
+    let format = answer_format(b.response_format.as_deref())?;
+    if tools.is_some() && format != AnswerFormat::Text {
+        return Err(ApiError::bad_request(
+            "response_format with tools: one grammar at a time here; send one or the other",
+        ));
+    }
     Ok(ChatRequest {
         messages,
         params,
         split_reasoning,
         format,
+        tools,
     })
 }
 
@@ -806,7 +1018,35 @@ mod tests {
             (&b"{"[..], "not valid JSON"),
             (br#"{"messages":[]}"#, "at least one message"),
             (br#"{"messages":"hi"}"#, "invalid request"),
-            (br#"{"messages":[{"role":"tool","content":"x"}]}"#, "role"),
+            (br#"{"messages":[{"role":"wizard","content":"x"}]}"#, "role"),
+            (
+                br#"{"messages":[{"role":"user","content":"x","tool_calls":[{"function":{"name":"f","arguments":"{}"}}]}]}"#,
+                "tool_calls on a user message",
+            ),
+            (
+                br#"{"messages":[{"role":"assistant","content":"","tool_calls":[{"function":{"name":"f","arguments":"{x"}}]}]}"#,
+                "arguments: not JSON",
+            ),
+            (
+                br#"{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"a b"}}]}"#,
+                "tools[0].function.name",
+            ),
+            (
+                br#"{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"g"}}}"#,
+                "not among the tools",
+            ),
+            (
+                br#"{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"response_format":{"type":"json_object"}}"#,
+                "one grammar at a time",
+            ),
+            (
+                br#"{"messages":[{"role":"user","content":"x"}],"functions":[{"name":"f"}]}"#,
+                "send tools",
+            ),
+            (
+                br#"{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"n","schema":3}}}"#,
+                "a JSON schema object",
+            ),
             (
                 br#"{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}"#,
                 "text parts",
@@ -836,6 +1076,53 @@ mod tests {
             assert_eq!(e.status, 400);
             assert!(e.message.contains(says), "{} ~ {says}", e.message);
         }
+    }
+
+    #[test]
+    fn tools_and_schemas_keep_the_client_s_order_and_choice() {
+        let req = chat_request(
+            br#"{"messages":[{"role":"user","content":"x"}],
+                 "tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"z":{"type":"string"},"a":{"type":"string"}}}}},
+                          {"type":"function","function":{"name":"g"}}],
+                 "tool_choice":"required","parallel_tool_calls":false}"#,
+        )
+        .expect("valid");
+        let tools = req.tools.expect("tools");
+        assert!(tools.forced && !tools.parallel);
+        assert_eq!(tools.callable.len(), 2);
+        // As sent: z before a.
+        assert!(tools.callable[0].1.text.find("\"z\"") < tools.callable[0].1.text.find("\"a\""));
+        let none = chat_request(
+            br#"{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"none"}"#,
+        )
+        .expect("valid");
+        assert_eq!(none.tools, None);
+        let named = chat_request(
+            br#"{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"g"}}],"tool_choice":{"type":"function","function":{"name":"g"}}}"#,
+        )
+        .expect("valid")
+        .tools
+        .expect("tools");
+        assert_eq!(named.callable.len(), 1);
+        assert_eq!(named.callable[0].0, "g");
+        // An assistant turn's calls reach the template with their arguments parsed.
+        let turn = chat_request(
+            br#"{"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"q\":1}"}}]},{"role":"tool","tool_call_id":"c1","content":"2"}]}"#,
+        )
+        .expect("valid");
+        assert_eq!(
+            turn.messages[0].tool_calls.as_ref().expect("calls")[0]["function"]["arguments"]["q"],
+            1
+        );
+        assert_eq!(turn.messages[1].tool_call_id.as_deref(), Some("c1"));
+        let schema = chat_request(
+            br#"{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"n","schema":{"type":"object","properties":{"z":{},"a":{}}}}}}"#,
+        )
+        .expect("valid");
+        let AnswerFormat::JsonSchema(s) = schema.format else {
+            panic!("a schema");
+        };
+        assert!(s.text.find("\"z\"") < s.text.find("\"a\""));
     }
 
     #[test]

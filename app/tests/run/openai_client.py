@@ -13,6 +13,10 @@ openai 3.x).
                                                     streamed and not, and off)
     python openai_client.py BASE_URL logprobs      (greedy, chat and legacy,
                                                     streamed and not)
+    python openai_client.py BASE_URL tools         (a server with a tool
+                                                    template: required, named,
+                                                    streamed, single, auto, a
+                                                    tool result, refusals)
     python openai_client.py BASE_URL structured    (response_format: the
                                                     client's parse() with a
                                                     pydantic model, json_object,
@@ -477,11 +481,131 @@ def structured():
     ]
     out["refusals"].append(refused("response_format.type", response_format={"type": "yaml"}))
 
-    # Tools are not run yet: refused, never silently dropped; with
-    # tool_choice "none" the request is a plain chat.
-    weather = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {}}}}]
-    out["tools"] = refused("tools", tools=weather)
-    out["tools_none"] = chat(tools=weather, tool_choice="none", max_tokens=8).choices[0].finish_reason
+    # This model's own template has no tools: refused, never silently
+    # dropped; with tool_choice "none" the request is a plain chat.
+    out["tools"] = refused("--chat-template hermes", tools=TOOLS[:1])
+    out["tools_none"] = chat(tools=TOOLS[:1], tool_choice="none", max_tokens=8).choices[0].finish_reason
+    print(json.dumps(out))
+
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "The current weather in a city.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "city": {"type": "string", "maxLength": 32},
+                    "unit": {"enum": ["celsius", "fahrenheit"]},
+                },
+                "required": ["city", "unit"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "get_time",
+            "description": "The local time in a time zone.",
+            "parameters": {
+                "type": "object",
+                "properties": {"zone": {"type": "string", "maxLength": 32}},
+                "required": ["zone"],
+                "additionalProperties": False,
+            },
+        },
+    },
+]
+WEATHER = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+def check_call(call, name=None):
+    """A tool call in OpenAI's shape whose arguments are valid JSON for its
+    function's schema; returns (name, arguments)."""
+    assert call.id and call.type == "function", call
+    args = json.loads(call.function.arguments)
+    if name:
+        assert call.function.name == name, call
+    if call.function.name == "get_weather":
+        assert set(args) == {"city", "unit"}, args
+        assert isinstance(args["city"], str) and len(args["city"]) <= 32, args
+        assert args["unit"] in ("celsius", "fahrenheit"), args
+    else:
+        assert call.function.name == "get_time", call
+        assert set(args) == {"zone"} and isinstance(args["zone"], str), args
+    return [call.function.name, args]
+
+
+def tools():
+    out = {}
+    # required: the model must call one of the tools.
+    r = chat(messages=WEATHER, tools=TOOLS, tool_choice="required", max_tokens=120)
+    c = r.choices[0]
+    assert c.finish_reason == "tool_calls", c
+    assert c.message.tool_calls, c.message
+    out["required"] = [check_call(t) for t in c.message.tool_calls]
+    first = c.message.tool_calls[0]
+
+    # A function by name, and parallel_tool_calls false: exactly that one call.
+    r = chat(
+        messages=WEATHER,
+        tools=TOOLS,
+        tool_choice={"type": "function", "function": {"name": "get_time"}},
+        parallel_tool_calls=False,
+        max_tokens=120,
+    )
+    calls = r.choices[0].message.tool_calls
+    assert r.choices[0].finish_reason == "tool_calls" and len(calls) == 1, r.choices[0]
+    out["named"] = check_call(calls[0], "get_time")
+
+    # Streamed: every tool-call delta has its index, the first of a call its id.
+    seen, finish, content = {}, None, ""
+    for chunk in chat(messages=WEATHER, tools=TOOLS, tool_choice="required", max_tokens=120, stream=True):
+        if not chunk.choices:
+            continue
+        d = chunk.choices[0].delta
+        content += d.content or ""
+        for t in d.tool_calls or []:
+            assert t.index is not None, t
+            if t.index not in seen:
+                assert t.id, t
+                seen[t.index] = {"id": t.id, "name": t.function.name, "arguments": ""}
+            seen[t.index]["arguments"] += t.function.arguments or ""
+        finish = chunk.choices[0].finish_reason or finish
+    assert finish == "tool_calls" and seen, (finish, seen)
+    out["streamed"] = [[s["name"], json.loads(s["arguments"])] for s in seen.values()]
+    assert out["streamed"] == out["required"], (out["streamed"], out["required"])
+
+    # auto: the model may answer or call; either way, a valid answer.
+    r = chat(messages=WEATHER, tools=TOOLS, max_tokens=120)
+    c = r.choices[0]
+    if c.message.tool_calls:
+        assert c.finish_reason == "tool_calls", c
+        out["auto"] = [check_call(t) for t in c.message.tool_calls]
+    else:
+        assert c.finish_reason in ("stop", "length") and c.message.content, c
+        out["auto"] = c.message.content
+
+    # The tool's result goes back, and the model answers from it.
+    history = WEATHER + [
+        {"role": "assistant", "content": None, "tool_calls": [first.model_dump()]},
+        {"role": "tool", "tool_call_id": first.id, "content": '{"temperature": 21, "sky": "clear"}'},
+    ]
+    r = chat(messages=history, tools=TOOLS, tool_choice="none", max_tokens=24)
+    assert r.choices[0].message.content, r.choices[0]
+    out["after_result"] = r.choices[0].message.content
+
+    # What the grammar could not enforce, and a name that is not a tool.
+    bad = json.loads(json.dumps(TOOLS[:1]))
+    bad[0]["function"]["parameters"]["properties"]["city"]["format"] = "email"
+    out["refusals"] = [
+        refused("email", tools=bad),
+        refused("not among the tools", tools=TOOLS, tool_choice={"type": "function", "function": {"name": "nope"}}),
+        refused("tools[0].function.name", tools=[{"type": "function", "function": {"name": "has space"}}]),
+    ]
     print(json.dumps(out))
 
 
@@ -499,6 +623,8 @@ elif mode == "logprobs":
     logprobs()
 elif mode == "structured":
     structured()
+elif mode == "tools":
+    tools()
 elif mode == "streams":
     streams(int(sys.argv[3]))
 else:

@@ -952,11 +952,52 @@ fn response_formats_are_enforced_or_refused_by_name() {
     assert!(
         found["tools"]
             .as_str()
-            .is_some_and(|m| m.contains("tool calls")),
+            .is_some_and(|m| m.contains("has no tools")),
         "{found}"
     );
     assert!(
         matches!(found["tools_none"].as_str(), Some("stop" | "length")),
         "tool_choice none: a plain answer: {found}"
+    );
+}
+
+#[test]
+fn tool_calls_are_constrained_parsed_and_streamed_with_the_hermes_template() {
+    let _gate = one_at_a_time();
+    let server = Server::start(
+        instruct(),
+        &["-c", "4096", "--parallel", "1", "--chat-template", "hermes"],
+    );
+    let found = client(&server.url, &["tools"], Duration::from_secs(300));
+    drop(server);
+    println!("{found}");
+    // The client checked every call's arguments against its schema; here,
+    // what each choice asked for.
+    let names = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|c| c[0].as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert!(!names(&found["required"]).is_empty(), "{found}");
+    assert_eq!(found["named"][0], "get_time", "{found}");
+    assert_eq!(found["streamed"], found["required"], "{found}");
+    assert!(
+        found["auto"].is_string() || !names(&found["auto"]).is_empty(),
+        "{found}"
+    );
+    assert!(
+        found["after_result"]
+            .as_str()
+            .is_some_and(|t| !t.is_empty()),
+        "{found}"
+    );
+    assert_eq!(
+        found["refusals"].as_array().map(Vec::len),
+        Some(3),
+        "{found}"
     );
 }

@@ -215,6 +215,7 @@ pub fn render<M: Serialize>(
     env: &Environment<'static>,
     name: &str,
     messages: &[M],
+    tools: Option<&serde_json::Value>,
     add_generation_prompt: bool,
     bos: &str,
     eos: &str,
@@ -228,7 +229,7 @@ pub fn render<M: Serialize>(
             add_generation_prompt => add_generation_prompt,
             bos_token => bos,
             eos_token => eos,
-            tools => Value::from(()),
+            tools => tools.map_or_else(|| Value::from(()), Value::from_serialize),
             documents => Value::from(()),
         },
         &mut out,
@@ -258,6 +259,7 @@ pub fn render_in_time<M: Serialize + Send + 'static>(
     env: Arc<Environment<'static>>,
     name: String,
     messages: Vec<M>,
+    tools: Option<serde_json::Value>,
     add_generation_prompt: bool,
     (bos, eos): (String, String),
     deadline: Duration,
@@ -269,7 +271,15 @@ pub fn render_in_time<M: Serialize + Send + 'static>(
         .stack_size(RENDER_STACK_BYTES)
         .spawn(move || {
             let out = panic::catch_unwind(AssertUnwindSafe(|| {
-                render(&env, &name, &messages, add_generation_prompt, &bos, &eos)
+                render(
+                    &env,
+                    &name,
+                    &messages,
+                    tools.as_ref(),
+                    add_generation_prompt,
+                    &bos,
+                    &eos,
+                )
             }))
             .unwrap_or_else(|payload| {
                 let what = payload
@@ -511,7 +521,7 @@ mod tests {
         let messages = [[("role", "user"), ("content", "Hello")]
             .into_iter()
             .collect::<std::collections::BTreeMap<_, _>>()];
-        render(&env, "t", &messages, true, "<s>", "</s>").map(|(text, _)| text)
+        render(&env, "t", &messages, None, true, "<s>", "</s>").map(|(text, _)| text)
     }
 
     #[test]
@@ -600,6 +610,7 @@ mod tests {
             env,
             "slow".into(),
             Vec::<()>::new(),
+            None,
             true,
             (String::new(), String::new()),
             Duration::from_millis(50),
@@ -620,6 +631,7 @@ mod tests {
             fine,
             "fine".into(),
             vec![1, 2],
+            None,
             true,
             (String::new(), String::new()),
             DEADLINE,
@@ -635,6 +647,7 @@ mod tests {
             env,
             "rev".into(),
             Vec::<()>::new(),
+            None,
             true,
             (String::new(), String::new()),
             DEADLINE,

@@ -40,10 +40,18 @@ use jinja::{JinjaError, Runaway};
 /// One turn of a conversation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Message {
-    /// `system`, `user` or `assistant`.
+    /// `system`, `user`, `assistant` or `tool`.
     pub role: String,
     /// The text of the turn.
     pub content: String,
+    /// An assistant turn's tool calls, as Hugging Face templates take them:
+    /// `{"type": "function", "function": {"name", "arguments"}}` with the
+    /// arguments an object.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<serde_json::Value>>,
+    /// A `tool` turn's answer is to this call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
 }
 
 impl Message {
@@ -52,6 +60,8 @@ impl Message {
         Message {
             role: role.into(),
             content: content.into(),
+            tool_calls: None,
+            tool_call_id: None,
         }
     }
 
@@ -118,6 +128,7 @@ macro_rules! asset {
 const ASSETS: &[(&str, &str)] = &[
     asset!("chatml"),
     asset!("gemma"),
+    asset!("hermes"),
     asset!("llama3"),
     asset!("mistral"),
     asset!("phi3"),
@@ -181,6 +192,10 @@ pub struct ChatFormat {
     /// first user turn before rendering.
     fold_system: bool,
     stops: Vec<String>,
+    /// The Jinja template that renders `tools`, when this format has one
+    /// (a template recognised by llama.cpp is rendered by it without tools,
+    /// so its Jinja text is kept apart for requests that bring tools).
+    tools: Option<Engine>,
 }
 
 impl fmt::Debug for ChatFormat {
@@ -260,7 +275,12 @@ impl ChatFormat {
                 Some(name) => format!("model's own (llama.cpp built-in '{name}')"),
                 None => "model's own (recognised by llama.cpp)".to_string(),
             };
-            if let Ok(format) = ChatFormat::new(Engine::Llama(text.to_string()), origin, bos, eos) {
+            if let Ok(mut format) =
+                ChatFormat::new(Engine::Llama(text.to_string()), origin, bos, eos)
+            {
+                format.tools = jinja("tokenizer.chat_template", text)
+                    .ok()
+                    .filter(renders_tools);
                 return Ok(format);
             }
         }
@@ -304,6 +324,7 @@ impl ChatFormat {
             eos: eos.to_string(),
             fold_system: false,
             stops: Vec::new(),
+            tools: None,
         };
         format
             .render(&[Message::user("Hello")], true)
@@ -319,7 +340,72 @@ impl ChatFormat {
                 Err(_) => true,
             };
         format.stops = format.find_stops()?;
+        format.tools = Some(format.engine.clone()).filter(renders_tools);
         Ok(format)
+    }
+
+    /// How this format's model writes a tool call, or why tools cannot be
+    /// used with it (the reason names the way out).
+    ///
+    /// # Errors
+    /// The template renders no tools, or writes calls in a syntax the server
+    /// does not parse.
+    pub fn tool_syntax(&self) -> Result<ToolSyntax, String> {
+        let hint = "start the server with --chat-template hermes (ChatML with tools, as Qwen's) or a tool-capable Jinja file";
+        let Some(Engine::Jinja { env, name }) = &self.tools else {
+            return Err(format!(
+                "this model's chat template ({}) has no tools: {hint}",
+                self.describe()
+            ));
+        };
+        let src = env
+            .get_template(name)
+            .map(|t| t.source().to_string())
+            .unwrap_or_default();
+        if src.contains(HERMES_OPEN) {
+            Ok(ToolSyntax::Hermes)
+        } else {
+            Err(format!(
+                "this model's chat template ({}) writes tool calls in a syntax this server does not parse yet (it parses <tool_call> JSON, as Qwen's and Hermes' templates write): {hint}",
+                self.describe()
+            ))
+        }
+    }
+
+    /// The prompt for `messages` with `tools` (OpenAI's list, as Hugging
+    /// Face templates take it) offered, by the template that renders them.
+    ///
+    /// # Errors
+    /// As [`ChatFormat::render`]; the format renders no tools.
+    pub fn render_with_tools(
+        &self,
+        messages: &[Message],
+        tools: &serde_json::Value,
+    ) -> Result<String> {
+        let Some(Engine::Jinja { env, name }) = &self.tools else {
+            bail!("this chat template renders no tools");
+        };
+        let folded;
+        let messages = if self.fold_system {
+            folded = fold_system(messages);
+            &folded[..]
+        } else {
+            messages
+        };
+        let (text, _fuel) = jinja::render_in_time(
+            Arc::clone(env),
+            name.clone(),
+            messages.to_vec(),
+            Some(tools.clone()),
+            true,
+            (self.bos.clone(), self.eos.clone()),
+            jinja::DEADLINE,
+        )
+        .with_context(|| format!("formatting the chat and its tools with {}", self.origin))?;
+        Ok(match text.strip_prefix(self.bos.as_str()) {
+            Some(rest) if !self.bos.is_empty() => rest.to_string(),
+            _ => text,
+        })
     }
 
     /// Whether the model thinks in `<think>` tags: its template's text
@@ -414,6 +500,7 @@ impl ChatFormat {
                     Arc::clone(env),
                     name.clone(),
                     messages.to_vec(),
+                    None,
                     add_generation_prompt,
                     (self.bos.clone(), self.eos.clone()),
                     jinja::DEADLINE,
@@ -441,6 +528,31 @@ impl ChatFormat {
     /// writes it as plain text. May be empty.
     pub fn stop_strings(&self) -> Vec<String> {
         self.stops.clone()
+    }
+}
+
+/// The tag Hermes-style templates (Qwen2.5, Qwen3, Hermes 2/3) open a tool
+/// call with; the call is `{"name": …, "arguments": {…}}` up to
+/// [`HERMES_CLOSE`].
+pub const HERMES_OPEN: &str = "<tool_call>";
+/// The tag that closes a Hermes-style tool call.
+pub const HERMES_CLOSE: &str = "</tool_call>";
+
+/// How a model writes tool calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolSyntax {
+    /// `<tool_call>{"name": …, "arguments": {…}}</tool_call>`, one block per
+    /// call (Qwen2.5, Qwen3, Hermes 2/3, the `hermes` asset).
+    Hermes,
+}
+
+/// Whether a Jinja template mentions `tools` (so renders them).
+fn renders_tools(engine: &Engine) -> bool {
+    match engine {
+        Engine::Jinja { env, name } => env
+            .get_template(name)
+            .is_ok_and(|t| t.source().contains("tools")),
+        Engine::Llama(_) => false,
     }
 }
 
@@ -550,6 +662,63 @@ mod tests {
                 "{name} parses"
             );
         }
+    }
+
+    #[test]
+    fn the_hermes_asset_renders_tools_calls_and_results() {
+        let f = ChatFormat::resolve(
+            &TemplateChoice::Name("hermes".into()),
+            None,
+            "llama",
+            "",
+            "",
+        )
+        .expect("hermes");
+        assert_eq!(f.tool_syntax(), Ok(ToolSyntax::Hermes));
+        let tools = serde_json::json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]);
+        let mut call = Message::assistant("");
+        call.tool_calls = Some(vec![
+            serde_json::json!({"type": "function", "function": {"name": "f", "arguments": {"q": 1}}}),
+        ]);
+        let mut result = Message::new("tool", "2");
+        result.tool_call_id = Some("c1".into());
+        let text = f
+            .render_with_tools(
+                &[Message::system("S"), Message::user("U"), call, result],
+                &tools,
+            )
+            .expect("renders");
+        for part in [
+            "<|im_start|>system\nS\n\n# Tools",
+            r#"<tools>
+{"function":{"name":"f","parameters":{"type":"object"}},"type":"function"}
+</tools>"#,
+            "<|im_start|>assistant\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"q\":1}}\n</tool_call><|im_end|>",
+            "<|im_start|>user\n<tool_response>\n2\n</tool_response><|im_end|>\n<|im_start|>assistant\n",
+        ] {
+            assert!(text.contains(part), "{part:?} in\n{text}");
+        }
+        // Without tools it is plain ChatML.
+        let plain = f.render(&[Message::user("U")], true).expect("renders");
+        assert_eq!(
+            plain,
+            "<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n"
+        );
+        // A template without tools says how to get them.
+        let chatml = ChatFormat::resolve(
+            &TemplateChoice::Name("chatml".into()),
+            None,
+            "llama",
+            "",
+            "",
+        )
+        .expect("chatml");
+        assert!(
+            chatml
+                .tool_syntax()
+                .expect_err("no tools")
+                .contains("--chat-template hermes")
+        );
     }
 
     #[test]
