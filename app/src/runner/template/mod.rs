@@ -382,30 +382,11 @@ impl ChatFormat {
         messages: &[Message],
         tools: &serde_json::Value,
     ) -> Result<String> {
-        let Some(Engine::Jinja { env, name }) = &self.tools else {
+        let Some(engine) = &self.tools else {
             bail!("this chat template renders no tools");
         };
-        let folded;
-        let messages = if self.fold_system {
-            folded = fold_system(messages);
-            &folded[..]
-        } else {
-            messages
-        };
-        let (text, _fuel) = jinja::render_in_time(
-            Arc::clone(env),
-            name.clone(),
-            messages.to_vec(),
-            Some(tools.clone()),
-            true,
-            (self.bos.clone(), self.eos.clone()),
-            jinja::DEADLINE,
-        )
-        .with_context(|| format!("formatting the chat and its tools with {}", self.origin))?;
-        Ok(match text.strip_prefix(self.bos.as_str()) {
-            Some(rest) if !self.bos.is_empty() => rest.to_string(),
-            _ => text,
-        })
+        self.render_raw(engine, messages, Some(tools), true)
+            .with_context(|| format!("formatting the chat and its tools with {}", self.origin))
     }
 
     /// Whether the model thinks in `<think>` tags: its template's text
@@ -480,11 +461,19 @@ impl ChatFormat {
     /// The template raised (its message is quoted), or text holds a NUL byte
     /// (llama.cpp formats only).
     pub fn render(&self, messages: &[Message], add_generation_prompt: bool) -> Result<String> {
-        self.render_raw(messages, add_generation_prompt)
+        self.render_raw(&self.engine, messages, None, add_generation_prompt)
             .with_context(|| format!("formatting the chat with {}", self.origin))
     }
 
-    fn render_raw(&self, messages: &[Message], add_generation_prompt: bool) -> Result<String> {
+    /// `messages` (and `tools`, which only a Jinja engine renders) by
+    /// `engine`, one of this format's.
+    fn render_raw(
+        &self,
+        engine: &Engine,
+        messages: &[Message],
+        tools: Option<&serde_json::Value>,
+        add_generation_prompt: bool,
+    ) -> Result<String> {
         let folded;
         let messages = if self.fold_system {
             folded = fold_system(messages);
@@ -492,7 +481,7 @@ impl ChatFormat {
         } else {
             messages
         };
-        match &self.engine {
+        match engine {
             Engine::Llama(tmpl) => llama::apply(tmpl, messages, add_generation_prompt)?
                 .ok_or_else(|| anyhow!("llama.cpp does not recognise the chat template")),
             Engine::Jinja { env, name } => {
@@ -500,7 +489,7 @@ impl ChatFormat {
                     Arc::clone(env),
                     name.clone(),
                     messages.to_vec(),
-                    None,
+                    tools.cloned(),
                     add_generation_prompt,
                     (self.bos.clone(), self.eos.clone()),
                     jinja::DEADLINE,
