@@ -796,8 +796,17 @@ fn expert_ff(p: &ModelProfile) -> Option<u64> {
     p.layers
         .iter()
         .flat_map(|l| &l.tensors)
-        .find(|t| t.name.contains("ffn_up_exps"))
-        .and_then(|t| t.dims.get(1).copied())
+        .find_map(|t| {
+            let rows = t.dims.get(1).copied()?;
+            if t.name.contains("ffn_up_exps") {
+                Some(rows)
+            } else if t.name.contains("ffn_gate_up_exps") {
+                // Gemma 4's fused gate and up experts: twice an expert's width.
+                Some(rows / 2)
+            } else {
+                None
+            }
+        })
 }
 
 /// Bytes a CUDA buffer allocates for a tensor: a quantized tensor whose rows are
