@@ -16,7 +16,8 @@
 //!  target/release/headroom /tmp/headroom-fixtures > planner/src/memory/fixtures/llama_accounting.json`
 //!
 //! With `--zoo` after the two arguments it records the architectures of
-//! `synth::zoo` instead (latent attention in both layouts, chunked
+//! `synth::zoo` instead (with model names after `--zoo`, only those
+//! models' rows, for appending a new model's to the fixture) (latent attention in both layouts, chunked
 //! attention, hybrid recurrent models, MTP blocks, few and many experts,
 //! Gemma 3n's shared KV cache) at
 //! every context, sequence count and flash attention setting the planner
@@ -247,13 +248,19 @@ fn llama_cpp_version(headroom: &Path, file: &Path) -> Result<Value, String> {
 
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().collect();
-    let (headroom, dir, zoo) = match args.as_slice() {
-        [_, headroom, dir] => (headroom, dir, false),
-        [_, headroom, dir, flag] if flag == "--zoo" => (headroom, dir, true),
+    let (headroom, dir, zoo, only) = match args.as_slice() {
+        [_, headroom, dir] => (headroom, dir, false, &[][..]),
+        [_, headroom, dir, flag, only @ ..] if flag == "--zoo" => (headroom, dir, true, only),
         _ => {
-            return Err("usage: record_memory_fixtures HEADROOM_BINARY SCRATCH_DIR [--zoo]".into());
+            return Err(
+                "usage: record_memory_fixtures HEADROOM_BINARY SCRATCH_DIR [--zoo [MODEL...]]"
+                    .into(),
+            );
         }
     };
+    if let Some(bad) = only.iter().find(|m| Model::from_name(m).is_none()) {
+        return Err(format!("{bad}: not a zoo model"));
+    }
     let headroom = PathBuf::from(headroom);
     let dir = PathBuf::from(dir);
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
@@ -269,7 +276,11 @@ fn main() -> Result<(), String> {
     .cpu;
     let mut rows = Vec::new();
     let mut llama_cpp = Value::Null;
-    let cases = if zoo { zoo_cases() } else { cases() };
+    let mut cases = if zoo { zoo_cases() } else { cases() };
+    // `--zoo MODEL...`: only those models' rows (to append to the fixture).
+    if !only.is_empty() {
+        cases.retain(|c| only.iter().any(|m| m == c.source.keys().1));
+    }
     for c in cases {
         let file = dir.join(c.source.file_name());
         if !file.exists() {

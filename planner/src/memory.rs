@@ -793,11 +793,17 @@ fn offload_stage(
 
 /// The expert FFN width, from the first stacked expert tensor's shape.
 fn expert_ff(p: &ModelProfile) -> Option<u64> {
-    p.layers
-        .iter()
-        .flat_map(|l| &l.tensors)
-        .find(|t| t.name.contains("ffn_up_exps"))
-        .and_then(|t| t.dims.get(1).copied())
+    p.layers.iter().flat_map(|l| &l.tensors).find_map(|t| {
+        let rows = t.dims.get(1).copied()?;
+        if t.name.contains("ffn_up_exps") {
+            Some(rows)
+        } else if t.name.contains("ffn_gate_up_exps") {
+            // Gemma 4's fused gate and up experts: twice an expert's width.
+            Some(rows / 2)
+        } else {
+            None
+        }
+    })
 }
 
 /// Bytes a CUDA buffer allocates for a tensor: a quantized tensor whose rows are

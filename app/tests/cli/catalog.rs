@@ -647,6 +647,9 @@ fn from_llama_cpp_log(excerpt: &str) -> Stated {
     let mut info = BTreeMap::new();
     let mut tokens = None;
     let mut tensors = None;
+    // Array keys (`arr[bool,30] = [true, ...`), kept as their text: a dump
+    // elides all but the first few values.
+    let mut arrays = BTreeMap::new();
     for line in excerpt.lines() {
         // `loaded meta data with 46 key-value pairs and 320 tensors from`:
         // the file's tensor count.
@@ -679,6 +682,9 @@ fn from_llama_cpp_log(excerpt: &str) -> Stated {
             }
             if key.contains('.') && !ty.starts_with("arr") {
                 kv.insert(key.to_string(), value.trim_matches('"').to_string());
+            }
+            if key.contains('.') && ty.starts_with("arr") {
+                arrays.insert(key.to_string(), value.clone());
             }
         }
     }
@@ -761,9 +767,57 @@ fn from_llama_cpp_log(excerpt: &str) -> Stated {
             "expert_shared_feed_forward_length",
             "expert_shared_feed_forward_length",
         ),
+        // Gemma 4's sliding layers' head, and its per-layer inputs and
+        // shared cache (0 where it has none).
+        ("key_length_swa", "attention.key_length_swa"),
+        ("shared_kv_layers", "attention.shared_kv_layers"),
+        (
+            "embedding_length_per_layer_input",
+            "embedding_length_per_layer_input",
+        ),
     ] {
         if let Some(v) = k(kv_key) {
             s.insert(ours, v.into());
+        }
+    }
+    // Per-layer KV heads of two kinds of layer (Gemma 4: fewer on its full
+    // layers): print_info's whole `n_head_kv` list, read against the first
+    // `sliding_window_pattern` flags the header dump shows (true: a sliding
+    // layer). Stated only where the flags give one count to the sliding
+    // layers and another to the full ones, and the full layers (those with
+    // the full count, in the whole list) fall every `period`-th layer: then
+    // the list states head_count_kv, head_count_kv_full and that period.
+    let whole = |v: &str| -> Option<Vec<u64>> {
+        let inner = v.trim().strip_prefix('[')?.strip_suffix(']')?;
+        inner.split(',').map(int).collect()
+    };
+    let flags: Option<Vec<bool>> = arch
+        .as_deref()
+        .and_then(|a| arrays.get(&format!("{a}.attention.sliding_window_pattern")))
+        .and_then(|v| v.trim().strip_prefix('['))
+        .map(|v| v.split(',').map_while(flag).collect());
+    if let (Some(heads), Some(flags)) = (info.get("n_head_kv").and_then(|v| whole(v)), flags) {
+        let of = |sliding: bool| -> Vec<u64> {
+            heads
+                .iter()
+                .zip(&flags)
+                .filter(|&(_, &f)| f == sliding)
+                .map(|(&h, _)| h)
+                .collect()
+        };
+        let one = |v: Vec<u64>| v.first().copied().filter(|&h| v.iter().all(|&x| x == h));
+        if let (Some(kv_swa), Some(kv_full)) = (one(of(true)), one(of(false)))
+            && kv_swa != kv_full
+            && heads.iter().all(|&h| h == kv_swa || h == kv_full)
+        {
+            let full_at: Vec<usize> = (0..heads.len()).filter(|&i| heads[i] == kv_full).collect();
+            let period = full_at[0] + 1;
+            let every: Vec<usize> = (period - 1..heads.len()).step_by(period).collect();
+            if full_at == every && i("n_layer").is_none_or(|n| n == heads.len() as u64) {
+                s.insert("head_count_kv", kv_swa.into());
+                s.insert("head_count_kv_full", kv_full.into());
+                s.insert("sliding_window_pattern", (period as u64).into());
+            }
         }
     }
     // A scale, not a count (mistral3's Llama-4-style temperature scaling).
@@ -909,8 +963,10 @@ fn check_arch(e: &Entry, m: &Value, laid_out_tensors: Option<u64>) -> Vec<String
         }
         // Tied embeddings no dump states as a key: a dump's tensor count
         // shows them where it is the count the entry's facts lay out (an
-        // untied layout holds one more tensor, `output.weight`).
-        let counted = key == "tied_embeddings"
+        // untied layout holds one more tensor, `output.weight`); Gemma 4's full layers without a V projection
+        // (`attention_k_eq_v`) likewise: the layout with them holds one
+        // `attn_v` more per full layer.
+        let counted = (key == "tied_embeddings" || key == "attention_k_eq_v")
             && *ours == Value::from(true)
             && laid_out_tensors.is_some_and(|t| {
                 all.iter()

@@ -1,7 +1,8 @@
 //! The memory model held to llama.cpp's accounting on every architecture of
 //! `synth::zoo` (latent attention in both file layouts, chunked attention,
 //! hybrid recurrent models, MTP blocks, few- and many-expert MoE, sinks,
-//! Gemma 3n's and Gemma 4's shared KV cache, Gemma 4's two head sizes):
+//! Gemma 3n's and Gemma 4's shared KV cache, Gemma 4's two head sizes and
+//! 26B-A4B's experts beside a dense FFN):
 //! recorded in `fixtures/zoo_accounting.json` by
 //! `examples/record_memory_fixtures.rs --zoo` at 512, 4096, 32768 and
 //! 131072 tokens (where the model was trained for them), one and four

@@ -1165,6 +1165,9 @@ fn zoo_parts(f: &ArchFacts) -> Option<(Vec<(String, Value)>, Vec<(String, Vec<u6
             double_wide_mlp: f.double_wide_mlp,
             n_head_kv_full: f.head_count_kv_full.unwrap_or(f.head_count_kv),
             k_eq_v: f.attention_k_eq_v,
+            n_expert: f.expert_count,
+            n_expert_used: f.expert_used_count,
+            n_ff_exp: f.expert_feed_forward_length,
         }),
         // RoPE base and YaRN size nothing and are not facts: the builder's
         // defaults stand in for them.
@@ -2413,7 +2416,7 @@ mod tests {
 
     /// Gemma-4-E2B's and Gemma-4-31B's facts as transformers' Gemma 4
     /// converter states them.
-    fn gemma4_facts() -> [(PartialFacts, crate::synth::zoo::Model); 2] {
+    fn gemma4_facts() -> [(PartialFacts, crate::synth::zoo::Model); 3] {
         use crate::synth::zoo::Model;
         let common = PartialFacts {
             architecture: Some("gemma4".into()),
@@ -2454,9 +2457,30 @@ mod tests {
                     sliding_window_pattern: Some(6),
                     shared_kv_layers: Some(0),
                     embedding_length_per_layer_input: Some(0),
-                    ..common
+                    ..common.clone()
                 },
                 Model::Gemma4_31B,
+            ),
+            (
+                PartialFacts {
+                    block_count: Some(30),
+                    embedding_length: Some(2816),
+                    feed_forward_length: Some(2112),
+                    head_count: Some(16),
+                    head_count_kv: Some(8),
+                    head_count_kv_full: Some(2),
+                    attention_k_eq_v: Some(true),
+                    context_length: Some(262_144),
+                    sliding_window: Some(1024),
+                    sliding_window_pattern: Some(6),
+                    shared_kv_layers: Some(0),
+                    embedding_length_per_layer_input: Some(0),
+                    expert_count: Some(128),
+                    expert_used_count: Some(8),
+                    expert_feed_forward_length: Some(704),
+                    ..common
+                },
+                Model::Gemma4_26BA4B,
             ),
         ]
     }
@@ -2483,7 +2507,7 @@ mod tests {
                 assert_eq!(keys(&ours), keys(&zoo));
             }
         }
-        let [(e2b, _), _] = gemma4_facts();
+        let [(e2b, _), _, _] = gemma4_facts();
         let no_window = PartialFacts {
             key_length_swa: None,
             ..e2b.clone()

@@ -8,7 +8,8 @@
 //! layouts of Qwen2, Qwen3, Gemma 2, GLM-4 and Phi-3, Gemma 3n (per-layer
 //! token embeddings, AltUp streams, layers that reuse an earlier layer's KV
 //! cache) and Gemma 4 (per-layer embeddings and shared KV layers in E2B,
-//! different head sizes and KV head counts on sliding and full layers),
+//! different head sizes and KV head counts on sliding and full layers,
+//! 26B-A4B's experts beside a dense FFN),
 //! and the dense layouts of `mistral3` (a per-position attention
 //! temperature scale), OLMo 2 (post-norms only) and SmolLM3.
 //!
@@ -92,6 +93,10 @@ pub enum Model {
     /// Gemma-4-31B: 16 KV heads of 256 on sliding layers, 4 of 512 on full
     /// ones, which have no V projection.
     Gemma4_31B,
+    /// Gemma-4-26B-A4B: Gemma 4's attention (31B's kinds of layer) with a
+    /// dense FFN beside 128 experts on every layer, a router with its own
+    /// input scale, fused gate/up experts, a per-expert output scale.
+    Gemma4_26BA4B,
     /// Devstral-Small-2-24B-Instruct-2512: `mistral3`, Llama's tensors with
     /// Llama-4-style attention temperature scaling (a per-position Q scale).
     DevstralSmall2,
@@ -107,7 +112,7 @@ pub enum Model {
 
 impl Model {
     /// Every model.
-    pub const ALL: [Model; 24] = [
+    pub const ALL: [Model; 25] = [
         Model::DeepSeekV2Lite2024,
         Model::DeepSeekV2Lite,
         Model::Llama4Scout,
@@ -132,6 +137,7 @@ impl Model {
         Model::Olmo2_7B,
         Model::SmolLm3_3B,
         Model::Olmo3_7B,
+        Model::Gemma4_26BA4B,
     ];
 
     /// Short name, e.g. `deepseek2-lite-2024`.
@@ -158,6 +164,7 @@ impl Model {
             Model::Lfm2_1_2B => "lfm2-1.2b",
             Model::Gemma4E2B => "gemma4-e2b",
             Model::Gemma4_31B => "gemma4-31b",
+            Model::Gemma4_26BA4B => "gemma4-26b-a4b",
             Model::DevstralSmall2 => "mistral3-devstral-small-2",
             Model::Olmo2_7B => "olmo2-7b",
             Model::SmolLm3_3B => "smollm3-3b",
@@ -202,6 +209,7 @@ impl Model {
             Model::Lfm2_1_2B => lfm2::lfm2_1_2b(),
             Model::Gemma4E2B => gemma4::gemma4_e2b(),
             Model::Gemma4_31B => gemma4::gemma4_31b(),
+            Model::Gemma4_26BA4B => gemma4::gemma4_26b_a4b(),
             Model::DevstralSmall2 => dense::devstral_small_2(),
             Model::Olmo2_7B => dense::olmo2_7b(),
             Model::SmolLm3_3B => dense::smollm3_3b(),
@@ -444,6 +452,9 @@ mod tests {
             // LFM2-1.2B: the count another project lists for LiquidAI's
             // LFM2-1.2B Q4_K_M file (code-index file id 57856444710).
             (Model::Lfm2_1_2B, 1_170_340_608, 0.0),
+            // Gemma-4-26B-A4B: llama.cpp's `model params = 25.23 B` in its
+            // dump of the header (code-index file id 54492899325).
+            (Model::Gemma4_26BA4B, 25_230_000_000, 0.001),
         ] {
             let n = n_params(m) as f64;
             let off = (n / published as f64 - 1.0).abs();

@@ -3,8 +3,9 @@
 //! and KV sharing (the last layers have no K/V projections and reuse the
 //! cache of the last sliding and the last full layer before them:
 //! `n_layer_kv_from_start`, `create_memory`'s `reuse` callback); in the
-//! large ones (31B) fewer KV heads on the full layers, whose values are
-//! their keys.
+//! large ones (31B, 26B-A4B) fewer KV heads on the full layers, whose
+//! values are their keys; in 26B-A4B, 128 experts beside every layer's
+//! dense FFN.
 
 use super::{Common, Draft};
 use crate::gguf::{Array, ArrayItems, Value};
@@ -50,6 +51,9 @@ pub(super) fn gemma4_e2b() -> Draft {
         double_wide_mlp: true,
         n_head_kv_full: 1,
         k_eq_v: false,
+        n_expert: 0,
+        n_expert_used: 0,
+        n_ff_exp: 0,
     })
 }
 
@@ -90,6 +94,61 @@ pub(super) fn gemma4_31b() -> Draft {
         double_wide_mlp: false,
         n_head_kv_full: 4,
         k_eq_v: true,
+        n_expert: 0,
+        n_expert_used: 0,
+        n_ff_exp: 0,
+    })
+}
+
+/// Gemma-4-26B-A4B (30 layers, hidden 2816, 16 heads; 8 KV heads of 256 on
+/// sliding layers, 2 of 512 on full ones whose values are their keys; a
+/// sliding window of 1024 on five layers of six; on every layer a dense FFN
+/// of 2112 beside 128 experts of 704, 8 used; no per-layer embeddings, no
+/// shared KV layers, final soft-capping 30, tied embeddings, vocabulary
+/// 262144, context 262144).
+///
+/// The keys of llama.cpp's dump of unsloth's
+/// `gemma-4-26B-A4B-it-UD-Q5_K_M.gguf` (code-index file id 54492899325:
+/// `gemma4.block_count u32 = 30`, `embedding_length u32 = 2816`,
+/// `feed_forward_length u32 = 2112`, `attention.head_count u32 = 16`,
+/// `attention.head_count_kv arr[i32,30] = [8, 8, 8, 8, 8, 2, ...`,
+/// `expert_count u32 = 128`, `expert_used_count u32 = 8`,
+/// `attention.key_length u32 = 512`, `key_length_swa u32 = 256`,
+/// `attention.sliding_window u32 = 1024`, `shared_kv_layers u32 = 0`,
+/// `embedding_length_per_layer_input u32 = 0`,
+/// `expert_feed_forward_length u32 = 704`, `context_length u32 = 262144`,
+/// 262144 tokens; 658 tensors, `model params = 25.23 B`). The tensors are
+/// what `src/models/gemma4.cpp` loads for an expert layer, as Gemma 4's
+/// converter writes them (a GGUF tensor table of the 26B, code-index file
+/// id 54574627943): the router (`ffn_gate_inp`, kept F32 by
+/// llama-quantize) with its input scale (`ffn_gate_inp.scale`), the fused
+/// gate and up experts (`ffn_gate_up_exps`, 2 × 704 wide), the down
+/// experts with a per-expert scale (`ffn_down_exps.scale`), and the
+/// norms of the two branches (`pre_ffw_norm_2`, `post_ffw_norm_1`,
+/// `post_ffw_norm_2`); full layers have no `attn_v` (the table's layer 5),
+/// which makes the dump's 658 tensors: 3 outside the blocks, 22 in each of
+/// the 25 sliding layers, 21 in each of the 5 full ones.
+pub(super) fn gemma4_26b_a4b() -> Draft {
+    gemma4(&Gemma4 {
+        n_layer: 30,
+        n_embd: 2816,
+        n_ff: 2112,
+        n_head: 16,
+        n_head_kv: 8,
+        head_dim_swa: 256,
+        head_dim: 512,
+        n_vocab: 262_144,
+        n_ctx_train: 262_144,
+        sliding_window: 1024,
+        swa_period: 6,
+        per_layer: 0,
+        shared_kv_layers: 0,
+        double_wide_mlp: false,
+        n_head_kv_full: 2,
+        k_eq_v: true,
+        n_expert: 128,
+        n_expert_used: 8,
+        n_ff_exp: 704,
     })
 }
 
@@ -125,12 +184,20 @@ pub(crate) struct Gemma4 {
     pub n_head_kv_full: u64,
     /// `attention_k_eq_v`: the full layers have no V projection.
     pub k_eq_v: bool,
+    /// `expert_count` (0: no experts, the dense FFN alone).
+    pub n_expert: u32,
+    /// `expert_used_count`.
+    pub n_expert_used: u32,
+    /// `expert_feed_forward_length`: one expert's width.
+    pub n_ff_exp: u64,
 }
 
 /// A Gemma 4 model with per-layer embeddings: the keys and tensors of
 /// `src/models/gemma4.cpp`. A KV-shared layer has no K and V projections
 /// and no K norm (transformers creates none); every layer has its
-/// `layer_scalar` (`layer_output_scale`).
+/// `layer_scalar` (`layer_output_scale`). With experts, every layer is an
+/// expert layer (`ffn_gate_inp` present) and keeps its dense FFN as the
+/// shared branch.
 pub(crate) fn gemma4(p: &Gemma4) -> Draft {
     let layers = p.n_layer;
     let embd = p.n_embd;
@@ -155,6 +222,7 @@ pub(crate) fn gemma4(p: &Gemma4) -> Draft {
             n_head_kv: u32_of(kv_heads),
             n_vocab: p.n_vocab,
             n_ctx_train: p.n_ctx_train,
+            n_expert: p.n_expert,
             rope_base: 1_000_000.0,
             norm_eps: 1e-6,
             ..Common::default()
@@ -205,6 +273,11 @@ pub(crate) fn gemma4(p: &Gemma4) -> Draft {
     d.kv("final_logit_softcapping", 30.0f32);
     d.kv("attention.shared_kv_layers", p.shared_kv_layers);
     d.kv("embedding_length_per_layer_input", u32_of(per_layer));
+    if p.n_expert > 0 {
+        d.kv("expert_count", p.n_expert);
+        d.kv("expert_used_count", p.n_expert_used);
+        d.kv("expert_feed_forward_length", u32_of(p.n_ff_exp));
+    }
     let pattern = (0..layers).map(is_swa).collect();
     d.kv(
         "attention.sliding_window_pattern",
@@ -248,6 +321,23 @@ pub(crate) fn gemma4(p: &Gemma4) -> Draft {
         d.blk(il, "ffn_up.weight", &[embd, ff]);
         d.blk(il, "ffn_down.weight", &[ff, embd]);
         d.blk(il, "post_ffw_norm.weight", &[embd]);
+        if p.n_expert > 0 {
+            // The dense FFN above is the layer's shared branch; the experts
+            // beside it, routed from the attention's output.
+            let (n_expert, n_ff_exp) = (u64::from(p.n_expert), p.n_ff_exp);
+            d.blk(il, "ffn_gate_inp.weight", &[embd, n_expert]);
+            d.blk(il, "ffn_gate_inp.scale", &[embd]);
+            d.blk(il, "pre_ffw_norm_2.weight", &[embd]);
+            d.blk(il, "post_ffw_norm_1.weight", &[embd]);
+            d.blk(il, "post_ffw_norm_2.weight", &[embd]);
+            d.blk(
+                il,
+                "ffn_gate_up_exps.weight",
+                &[embd, n_ff_exp.saturating_mul(2), n_expert],
+            );
+            d.blk(il, "ffn_down_exps.weight", &[n_ff_exp, embd, n_expert]);
+            d.blk(il, "ffn_down_exps.scale", &[n_expert]);
+        }
         if per_layer > 0 {
             d.blk(il, "inp_gate.weight", &[embd, per_layer]);
             d.blk(il, "proj.weight", &[per_layer, embd]);
