@@ -56,12 +56,20 @@ pub fn as_planned(devices: &[rpc::Device]) -> Vec<RpcDevice> {
         .collect()
 }
 
-/// Two workers connected in this process; llama.cpp's `no_alloc` accounting
+/// Two workers connected in-process (in a child of this test binary: their
+/// devices stay registered with ggml until the process ends, and a later
+/// load here would reach them stopped); llama.cpp's `no_alloc` accounting
 /// and the plan, per device, at `-ngl` 0, about half (an odd count, so the
 /// two equal workers never tie on a layer) and all.
 #[test]
 fn plan_per_device_matches_llama_cpp_with_two_workers() {
     let _gate = one_at_a_time();
+    if !crate::support::in_child(
+        "rpc::plan_per_device_matches_llama_cpp_with_two_workers",
+        &[],
+    ) {
+        return;
+    }
     let workers = [Worker::start(None), Worker::start(None)];
     let endpoints: Vec<String> = workers.iter().map(|w| w.endpoint.clone()).collect();
     let dir = tempfile::tempdir().expect("temp dir");

@@ -54,6 +54,42 @@ pub fn model() -> &'static Path {
     })
 }
 
+/// Set in the child process that does the work of an in-process test.
+const CHILD: &str = "HEADROOM_TEST_IN_CHILD";
+
+/// Runs test `name` of this binary again, alone, in a child process with
+/// `env` set, and fails with its output when it fails. Returns true in the
+/// child itself, where the caller then does the work.
+///
+/// For tests that change llama.cpp's process-wide state: a variable ggml
+/// reads once at start (lavapipe's), or RPC devices, which stay in ggml's
+/// device registry for the life of the process, so that any later in-process
+/// load in this binary would reach a worker already stopped (and llama.cpp
+/// aborts when it cannot connect).
+pub fn in_child(name: &str, env: &[(&str, &str)]) -> bool {
+    if std::env::var_os(CHILD).is_some() {
+        return true;
+    }
+    let out = Command::new(std::env::current_exe().expect("test binary"))
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .envs(env.iter().copied())
+        .output()
+        .expect("the test binary starts again");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!("{text}");
+    assert!(out.status.success(), "{name} in a child process:\n{text}");
+    assert!(
+        text.contains("1 passed"),
+        "{name}: the child ran no test:\n{text}"
+    );
+    false
+}
+
 /// Model runs take the machine's cores; running them one at a time keeps each
 /// one's timing sane and the whole binary no slower on two cores.
 pub fn one_at_a_time() -> MutexGuard<'static, ()> {

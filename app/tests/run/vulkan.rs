@@ -19,38 +19,11 @@ use crate::rpc_worker::Worker;
 use crate::support::{Sandbox, bin, model, one_at_a_time};
 
 const GIB: u64 = 1 << 30;
-/// Set in the child process that does the work of an in-process test.
-const CHILD: &str = "HEADROOM_TEST_VULKAN_CHILD";
-
 /// Runs test `name` of this binary again, alone, in a child process that
-/// sees lavapipe (`GGML_VK_VISIBLE_DEVICES=0`), and fails with its output
-/// when it fails. Returns true in the child itself, where the caller then
-/// does the work.
+/// sees lavapipe (`GGML_VK_VISIBLE_DEVICES=0`: ggml reads it once, at
+/// start). True in the child itself, where the caller does the work.
 fn in_child(name: &str) -> bool {
-    if std::env::var_os(CHILD).is_some() {
-        return true;
-    }
-    let out = Command::new(std::env::current_exe().expect("test binary"))
-        .args([name, "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD, "1")
-        .env("GGML_VK_VISIBLE_DEVICES", "0")
-        .output()
-        .expect("the test binary starts again");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    println!("{text}");
-    assert!(
-        out.status.success(),
-        "{name} in a child with lavapipe:\n{text}"
-    );
-    assert!(
-        text.contains("1 passed"),
-        "{name}: the child ran no test:\n{text}"
-    );
-    false
+    crate::support::in_child(name, &[("GGML_VK_VISIBLE_DEVICES", "0")])
 }
 
 /// This machine as the app sees it with lavapipe visible, RAM made ample
