@@ -59,7 +59,7 @@ pub struct Entry {
     pub model: String,
     /// The plan's predicted peak RSS.
     pub planned_peak_bytes: u64,
-    /// Measured peak RSS (`ru_maxrss`).
+    /// Measured peak RSS (`VmHWM`).
     pub measured_peak_bytes: u64,
     /// Measured RSS right after the load.
     pub rss_after_load_bytes: u64,

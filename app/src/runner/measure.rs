@@ -1,10 +1,21 @@
-//! What the process really uses: the peak resident set (`getrusage`'s
-//! `ru_maxrss`, the kernel's high-water mark, which catches short bursts),
-//! the resident set now, and GPU memory in use.
+//! What the process really uses: the peak resident set (the kernel's
+//! high-water mark, which catches short bursts), the resident set now, and
+//! GPU memory in use.
 
-/// Peak resident set size of this process so far, in bytes.
+/// Peak resident set size of this process so far, in bytes: Linux's
+/// `VmHWM` (`/proc/self/status`), else `getrusage`'s `ru_maxrss`.
+///
+/// Not `ru_maxrss` on Linux: at `exec` the kernel folds the high-water mark
+/// of the image being replaced into it, and a child started by
+/// `posix_spawn` (vfork) replaces its parent's address space, so a
+/// `headroom` started by a 900 MiB process (an editor, a Python agent, a
+/// test harness) reported a peak of 914 MiB for a run whose own peak was
+/// 370 MiB. `VmHWM` is this address space's own.
 #[must_use]
 pub fn peak_rss_bytes() -> u64 {
+    if let Some(hwm) = proc_status_kib("VmHWM") {
+        return hwm * 1024;
+    }
     // SAFETY: getrusage only writes into the zeroed struct we own.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &raw mut ru) };
@@ -14,6 +25,15 @@ pub fn peak_rss_bytes() -> u64 {
     // Linux reports kilobytes (macOS bytes).
     let scale = if cfg!(target_os = "macos") { 1 } else { 1024 };
     u64::try_from(ru.ru_maxrss).unwrap_or(0) * scale
+}
+
+/// A `kB` field of `/proc/self/status` (`VmHWM:     12345 kB`).
+fn proc_status_kib(key: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
 /// Resident set size of this process now, in bytes (0 where unknown).

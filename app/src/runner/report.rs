@@ -29,7 +29,7 @@ pub struct Report {
     pub decode_tokens_per_s: f64,
     /// Model load time.
     pub load_ms: f64,
-    /// Peak resident set size of the process (`ru_maxrss`).
+    /// Peak resident set size of the process (`VmHWM`, see `measure::peak_rss_bytes`).
     pub peak_rss_bytes: u64,
     /// What the plan predicted.
     pub planned: Planned,

@@ -122,7 +122,7 @@ impl PlanInfo {
 pub struct Usage {
     /// Resident set now.
     pub rss: u64,
-    /// Peak resident set so far (`ru_maxrss`).
+    /// Peak resident set so far (`VmHWM`).
     pub peak: u64,
     /// GPU memory the chat added since it started, per GPU (device-wide use
     /// now less the use before the load).

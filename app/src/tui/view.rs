@@ -291,7 +291,7 @@ fn render_status(app: &App, frame: &mut Frame, area: Rect) {
             bar,
         ));
     } else {
-        // ru_maxrss and statm are read at different moments; the peak is never below now.
+        // VmHWM and statm are read at different moments; the peak is never below now.
         let peak = app.usage.peak.max(app.usage.rss);
         let over = peak > p.ram_planned;
         // Yellow from 90% of the budget, red over it.

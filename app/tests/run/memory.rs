@@ -155,3 +155,38 @@ fn synthetic_llama_1b_peak_is_within_the_plan() {
     }
     check(&rows);
 }
+
+/// A run started by a large process reports its own peak, not its
+/// starter's: Linux folds the high-water mark of the image `exec` replaces
+/// into `ru_maxrss`, and `posix_spawn` replaces the parent's own address
+/// space. This test process holds 1 GiB, touched, while it starts the run.
+#[test]
+fn the_peak_is_the_run_s_own_not_its_starter_s() {
+    let _gate = one_at_a_time();
+    let sb = Sandbox::new();
+    let model = crate::support::model();
+    let alone = measure(&sb, model, "demo", 512, true, 4);
+    let ballast = vec![1u8; 1 << 30];
+    // Every page written: resident, not a shared zero page.
+    assert_eq!(
+        ballast
+            .iter()
+            .step_by(4096)
+            .map(|&b| u64::from(b))
+            .sum::<u64>(),
+        1 << 18
+    );
+    let under = measure(&sb, model, "demo", 512, true, 4);
+    drop(ballast);
+    println!(
+        "peak RSS alone {:.1} MiB, started by a 1 GiB process {:.1} MiB",
+        alone.measured as f64 / MIB as f64,
+        under.measured as f64 / MIB as f64
+    );
+    assert!(
+        under.measured < (1 << 30) && under.measured < alone.measured + 64 * MIB,
+        "the starter's memory counted as the run's: {} against {} bytes alone",
+        under.measured,
+        alone.measured
+    );
+}
