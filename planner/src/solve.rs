@@ -180,6 +180,11 @@ fn ram_need(e: &Estimate) -> u64 {
 
 /// Whether an estimate fits every budget.
 fn fits(e: &Estimate, m: &Machine) -> bool {
+    // The CPU's own total has no budget of its own (its parts are judged
+    // as RAM below), but a total past 2^64 is a size nothing holds.
+    if e.devices[0].total_bytes == u64::MAX {
+        return false;
+    }
     let mut ram_need = ram_need(e);
     for (i, d) in e.devices[1..].iter().enumerate() {
         if exceeds(d.total_bytes, d.budget_bytes) {

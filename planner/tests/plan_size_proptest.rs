@@ -431,7 +431,13 @@ proptest! {
             || plan.ram.anonymous_bytes == u64::MAX
             || plan.ram.allocated_bytes == u64::MAX;
         if saturated {
-            prop_assert_eq!(plan.verdict, Verdict::DoesNotFit);
+            prop_assert_eq!(
+                plan.verdict,
+                Verdict::DoesNotFit,
+                "devices {:?}, ram {:?}",
+                plan.devices.iter().map(|d| d.total_bytes).collect::<Vec<_>>(),
+                plan.ram
+            );
         }
         let speeds = [
             plan.est_decode_tokens_per_s,
