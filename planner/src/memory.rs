@@ -472,9 +472,19 @@ pub mod overhead {
     /// Host memory the CUDA runtime maps once a GPU is used (driver, libcudart,
     /// cuBLAS): an estimate from CUDA builds of llama.cpp, not measured here.
     pub const CUDA_HOST: u64 = 256 * MIB;
-    /// GPU memory a CUDA context and cuBLAS workspace take before any buffer:
-    /// an estimate (typically 300–500 MiB on recent GPUs).
-    pub const CUDA_CONTEXT: u64 = 400 * MIB;
+    /// GPU memory a process takes on a CUDA device beyond llama.cpp's
+    /// buffers: the CUDA context, cuBLAS's workspace, the kernels loaded
+    /// (lazily, as used) and CUDA's memory pool. Measured on an NVIDIA H200
+    /// (CUDA 13.0, driver 580.159, `scripts/gpu-check.sh`): llama.cpp's own
+    /// "unaccounted" figure and the used memory nvidia-smi reports, which
+    /// agree to 2 MiB, were 597–637 MiB for dense models after a prompt of
+    /// 1000–4000 tokens in batches of 512 and 32 generated tokens. Smaller
+    /// cards keep a smaller context (it grows with the multiprocessors), so
+    /// this errs on the safe side there.
+    pub const CUDA_CONTEXT: u64 = 640 * MIB;
+    /// What a model with experts adds to [`CUDA_CONTEXT`]: the
+    /// expert-product kernels (measured beside it: 707–732 MiB in all).
+    pub const CUDA_EXPERT_KERNELS: u64 = 96 * MIB;
     /// Device memory a Vulkan device takes beyond llama.cpp's buffers: the
     /// scratch buffers (`prealloc_x/y/split_k`) and staging buffers it
     /// allocates lazily at the first decode, outside
@@ -710,7 +720,7 @@ fn compute_parts(p: &ModelProfile, ctx: &Context) -> Compute {
 /// a KQ matrix larger than the device takes is computed on the CPU, and so
 /// are the products of stacked experts it refuses (all of them: one it
 /// takes, the up or gate product, is the stage's peak).
-fn device_stage(p: &ModelProfile, c: &Compute, max_tensor: u64, vulkan: bool) -> u64 {
+fn device_stage(p: &ModelProfile, c: &Compute, max_tensor: u64, local: bool) -> u64 {
     let attn = if c.kq > max_tensor {
         c.attn_stage_no_kq
     } else {
@@ -722,9 +732,10 @@ fn device_stage(p: &ModelProfile, c: &Compute, max_tensor: u64, vulkan: bool) ->
         .flat_map(|l| &l.tensors)
         .filter(|t| t.name.contains("_exps."))
         .any(|t| t.bytes <= max_tensor);
-    // Vulkan's expert stage keeps three residual rows fewer than an RPC
-    // worker's (measured on lavapipe against two RPC workers).
-    let moe = match (experts_taken, vulkan) {
+    // A local GPU's expert stage (Vulkan's, CUDA's) keeps three residual
+    // rows fewer than an RPC worker's (measured on lavapipe against two RPC
+    // workers, and on an H200).
+    let moe = match (experts_taken, local) {
         (false, _) => 0,
         (true, false) => c.moe_stage,
         (true, true) => c.moe_stage.saturating_sub(product([3, c.et4])),
@@ -742,12 +753,18 @@ fn device_stage(p: &ModelProfile, c: &Compute, max_tensor: u64, vulkan: bool) ->
 /// Weights the device refuses stay on the CPU with their products. Measured
 /// on lavapipe (`app/tests/run/vulkan.rs`): the allocator places the
 /// largest weight beside the attention's copies at long contexts.
+/// The smallest batch whose products a GPU backend takes from the CPU
+/// (`op_offload_min_batch_size` in ggml-cuda and ggml-vulkan): the output
+/// product of one logits row per sequence stays on the CPU.
+const OP_OFFLOAD_MIN_BATCH: u32 = 32;
+
 fn offload_stage(
     p: &ModelProfile,
     ctx: &Context,
     c: &Compute,
     lay: &Layout,
     max_tensor: u64,
+    vulkan: bool,
 ) -> u64 {
     let on_cpu = p
         .layers
@@ -761,7 +778,13 @@ fn offload_stage(
         let live = if t.name.contains("_exps.") {
             sum([c.expert_op, c.et4])
         } else if t.name.contains(".ffn_gate") || t.name.contains(".ffn_up") {
-            c.dense_stage
+            // CUDA keeps one more FFN-wide activation there than Vulkan
+            // (recorded on an H200: `tests_cuda.rs`).
+            if vulkan {
+                c.dense_stage
+            } else {
+                sum([c.dense_stage, c.ffn_rows])
+            }
         } else if t.name.contains(".ffn_down") {
             sum([c.ffn_rows, c.et4])
         } else {
@@ -773,6 +796,7 @@ fn offload_stage(
     // The output product too, when the output layer stays on the CPU and
     // the device takes its matrix: the logits are then the device's.
     if lay.out_dev.is_none()
+        && ctx.n_outputs >= OP_OFFLOAD_MIN_BATCH
         && let Some(t) = p.output.as_ref().or(p.token_embd.as_ref())
         && t.bytes <= max_tensor
     {
@@ -784,7 +808,10 @@ fn offload_stage(
             .max()
             .unwrap_or(0);
         let kq = if ctx.flash_attn { 0 } else { c.kq };
-        sum([kv, c.mask, c.q, c.et4, kq, largest])
+        // Vulkan's allocator placed the largest weight copy beside the
+        // attention's; CUDA's did not (H200, `tests_cuda.rs`).
+        let beside = largest;
+        sum([kv, c.mask, c.q, c.et4, kq, beside])
     } else {
         0
     };
@@ -841,15 +868,18 @@ struct Layout {
     /// llama.cpp's pipeline parallelism is on (see [`SCHED_COPIES`]).
     pipeline: bool,
     /// The first GPU runs the big-batch products of layers left on the CPU
-    /// (the scheduler's op offload, `offload_op`: Vulkan offers it for
+    /// (the scheduler's op offload, `offload_op`: CUDA and Vulkan offer it for
     /// batches of 32 or more), so its compute buffer holds a layer's stage
-    /// even when no layer is placed on it. `None`: no such device (CUDA's
-    /// rule is not measured yet; RPC workers do not offer it).
+    /// even when no layer is placed on it. `None`: no such device (RPC
+    /// workers do not offer it; unified-memory GPUs are not measured).
     op_offload: Option<usize>,
     /// Per GPU, the largest tensor it takes (`u64::MAX`: no limit).
     max_tensor: Vec<u64>,
-    /// Per GPU, whether llama.cpp drives it through Vulkan.
-    vulkan: Vec<bool>,
+    /// Per GPU, whether it is a local GPU (Vulkan or CUDA, whose compute
+    /// stages were measured alike), not an RPC worker.
+    local: Vec<bool>,
+    /// Per GPU, the backend whose rules apply.
+    backend: Vec<Backend>,
 }
 
 /// Copies of every split's inputs and of the graph inputs that llama.cpp's
@@ -887,13 +917,16 @@ impl Layout {
         });
         // The scheduler asks the devices in order, and RPC workers (first
         // in llama.cpp's list) never offer it.
-        let op_offload = m.gpus.iter().position(|g| g.backend() == Backend::Vulkan);
+        // CUDA's rule was recorded on a dedicated card (an H200); a
+        // unified-memory part (Metal, an APU) is left as before.
+        let op_offload = m.gpus.iter().position(|g| match g.backend() {
+            Backend::Vulkan => true,
+            Backend::Cuda => g.kind == DeviceKind::Gpu,
+            Backend::Rpc => false,
+        });
         let max_tensor = m.gpus.iter().map(GpuSpec::max_tensor_bytes).collect();
-        let vulkan = m
-            .gpus
-            .iter()
-            .map(|g| g.backend() == Backend::Vulkan)
-            .collect();
+        let local = m.gpus.iter().map(|g| g.backend() != Backend::Rpc).collect();
+        let backend = m.gpus.iter().map(GpuSpec::backend).collect();
         Self {
             n_gpu,
             uses_gpu: n_gpu > 0 && placement.n_gpu_layers > 0,
@@ -904,7 +937,8 @@ impl Layout {
             pipeline,
             op_offload,
             max_tensor,
-            vulkan,
+            local,
+            backend,
         }
     }
 }
@@ -1232,13 +1266,14 @@ fn compute_buffers(p: &ModelProfile, ctx: &Context, lay: &Layout) -> ComputeBuff
             };
             let inputs = c.inputs.saturating_sub(masks);
             let stage = if layers > 0 {
-                let vulkan = lay.vulkan.get(g).copied().unwrap_or(false);
-                sum([inputs, device_stage(p, &c, max_tensor, vulkan)])
+                let local = lay.local.get(g).copied().unwrap_or(false);
+                sum([inputs, device_stage(p, &c, max_tensor, local)])
             } else {
                 0
             };
             let offload = if offloads_ops {
-                offload_stage(p, ctx, &c, lay, max_tensor)
+                let vulkan = lay.backend.get(g) == Some(&Backend::Vulkan);
+                offload_stage(p, ctx, &c, lay, max_tensor, vulkan)
             } else {
                 0
             };
@@ -1251,11 +1286,12 @@ fn compute_buffers(p: &ModelProfile, ctx: &Context, lay: &Layout) -> ComputeBuff
             let b = stage.max(out);
             match (lay.pipeline, first == Some(g)) {
                 (false, false) => b,
-                // Vulkan keeps the masks it is sent among its inputs, in the
-                // stage already, and beside the logits when it computes them
-                // (measured on lavapipe: the instruct demo's 32 MiB mask at
-                // 32k); an RPC worker copies them.
-                (false, true) if lay.vulkan.get(g).copied().unwrap_or(false) => {
+                // A local GPU (Vulkan, CUDA) keeps the masks it is sent
+                // among its inputs, in the stage already, and beside the
+                // logits when it computes them (measured on lavapipe: the
+                // instruct demo's 32 MiB mask at 32k; on an H200, every
+                // dense model's full offload); an RPC worker copies them.
+                (false, true) if lay.local.get(g).copied().unwrap_or(false) => {
                     let out = if out > 0 {
                         sum([out, c.sent.saturating_sub(masks)])
                     } else {
@@ -1447,6 +1483,7 @@ fn device_uses(
     b: &Buffers,
     base: u64,
     scratch: &[u64],
+    cuda_context: u64,
 ) -> Vec<DeviceUse> {
     let Buffers {
         weights: w,
@@ -1511,7 +1548,7 @@ fn device_uses(
             // it allocates is exactly its buffers.
             (DeviceKind::Rpc, _) | (_, Backend::Rpc) => 0,
             (_, Backend::Vulkan) => scratch.get(g).copied().unwrap_or(overhead::VULKAN_CONTEXT),
-            (_, Backend::Cuda) => overhead::CUDA_CONTEXT,
+            (_, Backend::Cuda) => cuda_context,
         };
         let used = sum([w.gpu[g], kv.gpu[g], c.gpu[g]]);
         // A GPU the plan leaves empty is never initialised: no context, no margin.
@@ -1573,7 +1610,12 @@ pub fn estimate(
         .enumerate()
         .map(|(g, spec)| vulkan_scratch(p, ctx, placement, &lay, spec, g))
         .collect();
-    let devices = device_uses(settings, m, &lay, &b, r.base, &scratch);
+    let cuda_context = if p.experts.is_some() {
+        sum([overhead::CUDA_CONTEXT, overhead::CUDA_EXPERT_KERNELS])
+    } else {
+        overhead::CUDA_CONTEXT
+    };
+    let devices = device_uses(settings, m, &lay, &b, r.base, &scratch, cuda_context);
     let mut active_bytes = vec![b.weights.cpu_active];
     active_bytes.extend(b.weights.gpu_active);
     let mut chain = vec![0];
@@ -1603,3 +1645,6 @@ mod tests;
 
 #[cfg(test)]
 mod tests_zoo;
+
+#[cfg(test)]
+mod tests_cuda;

@@ -210,7 +210,7 @@ mod tests {
     #[test]
     fn slots_never_push_layers_off_the_gpu() {
         let p = llama_1b();
-        for vram_mib in [1536u64, 1792, 2048, 3072, 8192] {
+        for vram_mib in [2048u64, 2304, 2560, 3072, 8192] {
             let hw = snapshot(64 * GIB, &[vram_mib * MIB]);
             let one = solve::plan(&p, "m.gguf", &Settings::default(), &hw, GPU);
             let auto = plan_auto(&p, "m.gguf", &Settings::default(), &hw, GPU);

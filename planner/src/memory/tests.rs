@@ -556,7 +556,9 @@ fn kv_cache_lives_on_each_layers_device() {
 // ---------------------------------------------------------------------------
 
 /// A device holds a compute buffer only if it runs a stage: a GPU without
-/// layers nor the output has none. The host output buffer holds `n_vocab`
+/// layers nor the output has none, except the first CUDA GPU while the CPU
+/// runs layers: it takes their products of 32 rows or more (op offload;
+/// recorded on an H200, `tests_cuda.rs`). The host output buffer holds `n_vocab`
 /// f32 logits per sequence (`llama_context::output_reserve`: 1000 · 2 · 4);
 /// without flash attention, the CPU's work buffer holds the f16 copy of the
 /// whole KQ matrix (`ggml_graph_plan`): 256 cells × 256 tokens × 4 heads × 2
@@ -595,7 +597,7 @@ fn compute_buffers_sit_where_stages_run() {
             ctx: ctx_off,
             ngl: 0,
             split: [1.0, 1.0],
-            gpus: [false, false],
+            gpus: [true, false],
             work: kq_f16,
             output: 8000,
         },
@@ -604,7 +606,7 @@ fn compute_buffers_sit_where_stages_run() {
             ctx: ctx_on,
             ngl: 0,
             split: [1.0, 1.0],
-            gpus: [false, false],
+            gpus: [true, false],
             work: 0,
             output: 4000,
         },
