@@ -521,6 +521,9 @@ pub mod overhead {
 pub struct Estimate {
     /// The context llama.cpp will create.
     pub ctx: Context,
+    /// What the embedding context adds (`serve --embeddings`), on every
+    /// device together; 0 without one.
+    pub embeddings_bytes: u64,
     /// Per device, CPU first.
     pub devices: Vec<DeviceUse>,
     /// Resident anonymous bytes at the peak.
@@ -1582,6 +1585,62 @@ fn device_uses(
     devices
 }
 
+/// `serve --embeddings`: a second llama.cpp context of `n_ctx` tokens on
+/// the same weights, one sequence, its physical batch the whole context (an
+/// input is pooled from one batch), every token an output: its KV cache and
+/// compute buffers on the devices the layers use, and its host output
+/// buffer, which holds logits and an embedding row for every token of the
+/// batch (`llama_context::output_reserve`). Added into `b`; returns their
+/// sum.
+fn add_embedding_context(
+    p: &ModelProfile,
+    settings: &Settings,
+    n_ctx: u32,
+    placement: &Placement,
+    lay: &Layout,
+    b: &mut Buffers,
+) -> u64 {
+    let s = Settings {
+        n_ctx: Some(n_ctx),
+        n_batch: n_ctx,
+        n_ubatch: n_ctx,
+        n_parallel: 1,
+        logits_per_sequence: false,
+        embeddings: None,
+        ..settings.clone()
+    };
+    let ctx = Context::resolve(&s, n_ctx);
+    let kv = kv_per_device(p, &ctx, placement, lay);
+    let c = compute_buffers(p, &ctx, lay);
+    let output = product([
+        sum([p.n_vocab, u64::from(p.n_embd)]),
+        u64::from(ctx.n_tokens),
+        4,
+    ]);
+    b.kv.cpu = sum([b.kv.cpu, kv.cpu]);
+    b.compute.cpu = sum([b.compute.cpu, c.cpu]);
+    // Every token is an output there: the batch reaches the logits of all
+    // of them, so the whole buffer is touched (measured: the instruct demo
+    // at 512 tokens grew 205 MiB resident).
+    b.compute.cpu_touched = sum([b.compute.cpu_touched, c.cpu]);
+    b.compute.output = sum([b.compute.output, output]);
+    // Each context plans its own work buffer.
+    b.compute.work = sum([b.compute.work, c.work]);
+    for (g, (k, cg)) in kv.gpu.iter().zip(&c.gpu).enumerate() {
+        if let (Some(bk), Some(bc)) = (b.kv.gpu.get_mut(g), b.compute.gpu.get_mut(g)) {
+            *bk = sum([*bk, *k]);
+            *bc = sum([*bc, *cg]);
+        }
+    }
+    let on_gpus: u64 = kv
+        .gpu
+        .iter()
+        .chain(&c.gpu)
+        .copied()
+        .fold(0, |a, x| sum([a, x]));
+    sum([kv.cpu, c.cpu, output, c.work, on_gpus])
+}
+
 /// Estimate allocation and residency for one placement and context: the
 /// weights placement, the KV cache and the compute buffers per device, then
 /// what the process holds resident and allocated.
@@ -1598,11 +1657,14 @@ pub fn estimate(
     // and with mmap such weights land in plain CPU memory: no repacking when a GPU
     // backend is present (`make_cpu_buft_list`, `llama-model-loader.cpp:1271`).
     let repack_active = settings.repack && lay.n_gpu == 0;
-    let b = Buffers {
+    let mut b = Buffers {
         weights: place_weights(p, placement, &lay, m, repack_active),
         kv: kv_per_device(p, ctx, placement, &lay),
         compute: compute_buffers(p, ctx, &lay),
     };
+    let embeddings_bytes = settings.embeddings.map_or(0, |n| {
+        add_embedding_context(p, settings, n, placement, &lay, &mut b)
+    });
     let r = residency(p, settings, m, &lay, &b);
     let scratch: Vec<u64> = m
         .gpus
@@ -1630,6 +1692,7 @@ pub fn estimate(
     }
     Estimate {
         ctx: *ctx,
+        embeddings_bytes,
         devices,
         anonymous_bytes: r.anonymous,
         mapped_bytes: r.mapped,

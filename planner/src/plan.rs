@@ -92,6 +92,11 @@ pub struct Settings {
     /// choice): 262k vocabulary × 512 tokens × 4 bytes is 512 MiB of
     /// compute buffer for Gemma 3.
     pub logits_per_sequence: bool,
+    /// `serve --embeddings`: a second context of this many tokens computes
+    /// embeddings beside the slots (one input at a time, in one batch, with
+    /// llama.cpp's output rows for every token of it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub embeddings: Option<u32>,
 }
 
 /// The program that holds the model: what it keeps resident beside
@@ -129,8 +134,19 @@ impl Default for Settings {
             margin_bytes: None,
             front_end: FrontEnd::Cli,
             logits_per_sequence: false,
+            embeddings: None,
         }
     }
+}
+
+/// What `serve --embeddings` adds: a second context on the same weights.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EmbeddingsUse {
+    /// Its tokens: the longest input it takes.
+    pub n_ctx: u32,
+    /// Its KV cache, compute and output buffers on every device together
+    /// (already in each device's figures and the RAM peak).
+    pub bytes: u64,
 }
 
 /// The verdict, in the words `plan` prints.
@@ -408,6 +424,9 @@ pub struct Plan {
     pub n_parallel: u32,
     /// Layers whose MoE expert tensors stay in RAM (llama.cpp's `--n-cpu-moe`).
     pub n_cpu_moe: u32,
+    /// The embedding context (`serve --embeddings`), when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub embeddings: Option<EmbeddingsUse>,
     /// Resolved settings.
     pub settings: Resolved,
     /// The KV cache rule of each kind of layer, in layer order.

@@ -585,6 +585,10 @@ pub fn plan(
         n_ctx: est.ctx.n_ctx,
         n_parallel: est.ctx.n_seq,
         n_cpu_moe,
+        embeddings: s.embeddings.map(|n_ctx| crate::plan::EmbeddingsUse {
+            n_ctx,
+            bytes: est.embeddings_bytes,
+        }),
         settings: resolved,
         kv_rules: memory::kv_rules(p, &est.ctx),
         devices,

@@ -733,3 +733,31 @@ fn a_measured_device_slower_than_the_cpu_gets_no_layer_by_default() {
         hw::BandwidthSource::Measured
     );
 }
+
+/// `serve --embeddings N`: a second context of N tokens, its KV cache,
+/// compute and output buffers (logits and an embedding row for every token)
+/// in the device's figures and the RAM peak, and named on its own.
+#[test]
+fn an_embedding_context_is_planned_beside_the_slots() {
+    let p = shape(Shape::Llama1B, Mix::Q4KM);
+    let hw_now = snapshot(32 * GIB, &[]);
+    let base = at_ctx(4096);
+    let with = Settings {
+        embeddings: Some(512),
+        ..base.clone()
+    };
+    let a = plan(&p, "m.gguf", &base, &hw_now, GPU);
+    let b = plan(&p, "m.gguf", &with, &hw_now, GPU);
+    assert!(a.embeddings.is_none());
+    let e = b.embeddings.clone().expect("the embedding context");
+    assert_eq!(e.n_ctx, 512);
+    let output = (p.n_vocab + u64::from(p.n_embd)) * 512 * 4;
+    assert!(e.bytes > output, "{} <= {output}", e.bytes);
+    assert_eq!(
+        b.devices[0].total_bytes - a.devices[0].total_bytes,
+        e.bytes,
+        "all of it on the CPU"
+    );
+    assert!(b.ram.peak_bytes >= a.ram.peak_bytes + output);
+    assert_eq!(b.n_ctx, a.n_ctx, "the slots' context is unchanged");
+}
