@@ -368,6 +368,7 @@ impl ContextArgs {
                 .context("--margin")?,
             front_end: FrontEnd::Cli,
             logits_per_sequence: true,
+            embeddings: None,
         })
     }
 }
@@ -664,6 +665,9 @@ pub struct ServeArgs {
     /// Min-p for every request (0.0 = off).
     #[arg(long = "min-p", value_name = "P", default_value_t = crate::runner::Sampling::DEFAULT.min_p)]
     pub min_p: f32,
+    /// Serve /v1/embeddings from a second context of TOKENS (the longest input; 512 when no value is given), planned beside the slots.
+    #[arg(long, value_name = "TOKENS", num_args = 0..=1, default_missing_value = "512")]
+    pub embeddings: Option<u32>,
     /// Load even when the plan says it does not fit.
     #[arg(long)]
     pub force: bool,

@@ -28,6 +28,12 @@ use crate::server::{AppState, Config, Loaded, ModelFacts};
 
 /// Waiting requests per slot when `--max-queue` is not given.
 const QUEUE_PER_SLOT: usize = 4;
+/// The embedding context's bounds (`--embeddings TOKENS`): one batch holds a
+/// whole input, and its output rows are logits for every token.
+const MIN_EMBEDDING_CTX: u32 = 16;
+const MAX_EMBEDDING_CTX: u32 = 8192;
+/// Embeddings requests waiting for the embedding context.
+const EMBED_QUEUE: usize = 16;
 /// How long in-flight answers get to finish after SIGINT/SIGTERM.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
@@ -60,8 +66,18 @@ pub fn run(args: &ServeArgs, machine: &MachineArgs, verbose: u8) -> Result<ExitC
 
     // Plan: the slots, then the guard and llama.cpp's own accounting.
     let mut settings = args.ctx.settings().map_err(usage)?;
-    // The plan counts the HTTP runtime beside the model.
+    // The plan counts the HTTP runtime beside the model, and the embedding
+    // context when there is one.
     settings.front_end = FrontEnd::Server;
+    if let Some(n) = args.embeddings
+        && !(MIN_EMBEDDING_CTX..=MAX_EMBEDDING_CTX).contains(&n)
+    {
+        return Err(UsageError(format!(
+            "--embeddings {n}: between {MIN_EMBEDDING_CTX} and {MAX_EMBEDDING_CTX} tokens"
+        ))
+        .into());
+    }
+    settings.embeddings = args.embeddings;
     let hw = hardware(machine)?;
     let models: Vec<String> = args.model.iter().cloned().collect();
     let paths = crate::source::resolve_models(&models)?;
@@ -129,6 +145,7 @@ pub fn run(args: &ServeArgs, machine: &MachineArgs, verbose: u8) -> Result<ExitC
                 n_vocab: profile.n_vocab,
                 n_embd: u64::from(profile.n_embd),
             },
+            embeddings: plan.embeddings.as_ref().map(|e| (e.n_ctx, e.bytes)),
         },
         Arc::clone(&admission),
         Arc::clone(&stats),
@@ -164,6 +181,7 @@ pub fn run(args: &ServeArgs, machine: &MachineArgs, verbose: u8) -> Result<ExitC
         let admission = Arc::clone(&admission);
         let stop_load = Arc::clone(&stop_load);
         let explicit_template = args.chat_template.is_some();
+        let embeddings = args.embeddings;
         std::thread::Builder::new()
             .name("scheduler".into())
             .spawn(move || {
@@ -190,14 +208,22 @@ pub fn run(args: &ServeArgs, machine: &MachineArgs, verbose: u8) -> Result<ExitC
                         engine: Arc::clone(&engine),
                         format,
                     });
+                    if let Some(n_ctx) = embeddings {
+                        start_embeddings(&engine, n_ctx, &state)?;
+                    }
                     let scheduler = Scheduler::new(&engine, n_slots, Arc::clone(&admission), Arc::clone(&state.stats));
                     eprintln!(
-                        "headroom: serving {} at http://{addr}/v1: {n_slots} slot{} × {n_ctx_slot} tokens (context {}), queue {max_queue}; planned peak RAM {}{}",
+                        "headroom: serving {} at http://{addr}/v1: {n_slots} slot{} × {n_ctx_slot} tokens (context {}), queue {max_queue}; planned peak RAM {}{}{}",
                         state.config.model_id,
                         if n_slots == 1 { "" } else { "s" },
                         plan.n_ctx,
                         format_size(plan.ram.peak_bytes),
                         gpu_note(&plan),
+                        plan.embeddings.as_ref().map_or(String::new(), |e| format!(
+                            "; embeddings: {} tokens per input ({} planned)",
+                            e.n_ctx,
+                            format_size(e.bytes)
+                        )),
                     );
                     scheduler.run()
                 })();
@@ -258,6 +284,56 @@ pub fn run(args: &ServeArgs, machine: &MachineArgs, verbose: u8) -> Result<ExitC
         .context("the HTTP server")?;
     eprintln!("headroom: server stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// The embedding thread: it creates the embedding context of `n_ctx`
+/// tokens on `engine`'s weights, then embeds one job at a time from a
+/// bounded queue. Returns once the context exists (or failed: the server
+/// then ends, as for a failed load).
+fn start_embeddings(
+    engine: &Arc<Engine>,
+    n_ctx: u32,
+    state: &Arc<crate::server::AppState>,
+) -> Result<()> {
+    let (jobs, queue) = std::sync::mpsc::sync_channel::<crate::server::EmbedJob>(EMBED_QUEUE);
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(usize, usize, &'static str)>>();
+    let engine = Arc::clone(engine);
+    std::thread::Builder::new()
+        .name("embeddings".into())
+        .spawn(move || {
+            let mut embedder = match engine.embedder(n_ctx) {
+                Ok(e) => e,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                    return;
+                }
+            };
+            let _ = ready_tx.send(Ok((
+                embedder.n_ctx(),
+                embedder.n_embd(),
+                embedder.pooling().name(),
+            )));
+            // Ends when the server's sender is gone.
+            while let Ok(job) = queue.recv() {
+                let out = job
+                    .inputs
+                    .iter()
+                    .map(|t| embedder.embed(t).map_err(|e| format!("{e:#}")))
+                    .collect();
+                let _ = job.reply.send(out);
+            }
+        })
+        .context("starting the embedding thread")?;
+    let (n_ctx, n_embd, pooling) = ready_rx
+        .recv()
+        .map_err(|_| anyhow!("the embedding thread ended before its context existed"))??;
+    tracing::info!("embeddings: {n_ctx} tokens, {n_embd} dimensions, {pooling} pooling");
+    let _ = state.embeddings.set(crate::server::Embeddings {
+        jobs,
+        n_ctx,
+        n_embd,
+    });
+    Ok(())
 }
 
 fn gpu_note(plan: &headroom_planner::plan::Plan) -> String {

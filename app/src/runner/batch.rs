@@ -238,6 +238,8 @@ pub struct Stats {
     pub prompt_nanos: AtomicU64,
     /// Nanoseconds spent in decode steps that only generated.
     pub decode_nanos: AtomicU64,
+    /// Inputs the embedding context embedded (`serve --embeddings`).
+    pub embedding_inputs: AtomicU64,
     /// The scheduler has loaded the model and is taking jobs.
     pub ready: AtomicBool,
 }

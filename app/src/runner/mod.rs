@@ -11,6 +11,7 @@
 
 pub mod batch;
 pub mod calibration;
+pub mod embed;
 pub mod guard;
 pub mod load;
 pub mod measure;

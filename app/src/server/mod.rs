@@ -41,10 +41,31 @@ pub struct Loaded {
     pub format: Option<ChatFormat>,
 }
 
+/// An embeddings request for the embedding thread: token inputs in, unit
+/// vectors (or the first failure) out.
+pub struct EmbedJob {
+    /// Each input's tokens.
+    pub inputs: Vec<Vec<llama_cpp_2::token::LlamaToken>>,
+    /// Where the vectors go, in input order.
+    pub reply: tokio::sync::oneshot::Sender<Result<Vec<Vec<f32>>, String>>,
+}
+
+/// The embedding context, once it exists (`serve --embeddings`).
+pub struct Embeddings {
+    /// The bounded queue in front of it.
+    pub jobs: std::sync::mpsc::SyncSender<EmbedJob>,
+    /// The longest input in tokens.
+    pub n_ctx: usize,
+    /// The vectors' length.
+    pub n_embd: usize,
+}
+
 /// Everything a handler needs.
 pub struct AppState {
     /// Set when the model is loaded.
     pub loaded: OnceLock<Loaded>,
+    /// Set when the embedding context is created (`serve --embeddings`).
+    pub embeddings: OnceLock<Embeddings>,
     /// The queue in front of the slots.
     pub admission: Arc<Admission>,
     /// The scheduler's counters.
@@ -102,6 +123,9 @@ pub struct Config {
     pub reasoning: bool,
     /// The model's facts for `/v1/models`, from its header.
     pub facts: ModelFacts,
+    /// The planned embedding context: its tokens and bytes (`None`: the
+    /// server has none, and `/v1/embeddings` says how to get one).
+    pub embeddings: Option<(u32, u64)>,
 }
 
 /// What `/v1/models` says of the model beside the context (llama-server's
@@ -126,6 +150,7 @@ impl AppState {
     pub fn new(config: Config, admission: Arc<Admission>, stats: Arc<Stats>) -> AppState {
         AppState {
             loaded: OnceLock::new(),
+            embeddings: OnceLock::new(),
             admission,
             stats,
             config,
@@ -155,6 +180,7 @@ pub fn router(state: Arc<AppState>, max_body: usize) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/completions", post(completions))
+        .route("/v1/embeddings", post(embeddings))
         .route("/v1/models", get(models))
         .route("/health", get(health))
         .route("/metrics", get(metrics))
@@ -435,6 +461,26 @@ fn metrics_text(state: &AppState) -> String {
         "The plan's peak resident memory.",
         state.config.planned_peak_bytes.to_string(),
     );
+    if let Some((n_ctx, bytes)) = state.config.embeddings {
+        metric(
+            "embedding_context_tokens",
+            "gauge",
+            "Tokens of the embedding context (the longest input).",
+            n_ctx.to_string(),
+        );
+        metric(
+            "planned_embedding_context_bytes",
+            "gauge",
+            "What the plan gives the embedding context (KV cache, compute and output buffers), within planned_peak_bytes.",
+            bytes.to_string(),
+        );
+        metric(
+            "embedding_inputs_total",
+            "counter",
+            "Inputs embedded.",
+            s.embedding_inputs.load(Ordering::Relaxed).to_string(),
+        );
+    }
     let _ = writeln!(
         out,
         "# HELP headroom_responses_total Responses sent, by HTTP status."
@@ -628,6 +674,116 @@ async fn completions(
             )
             .await
         }
+        Err(e) => error(&state, &e),
+    }
+}
+
+/// `/v1/embeddings`: each input tokenized as llama-server tokenizes it
+/// (with BOS), embedded by the embedding thread one at a time, returned as
+/// floats or base64 in OpenAI's shape.
+async fn embeddings(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let answer = async {
+        authorize(&state, &headers)?;
+        let req = openai::embedding_request(&body_bytes(body)?)?;
+        if state.config.embeddings.is_none() {
+            return Err(ApiError::bad_request(
+                "this server has no embedding context: start it with `headroom serve --embeddings`",
+            ));
+        }
+        let loaded = state.loaded.get().ok_or_else(loading)?;
+        let emb = state.embeddings.get().ok_or_else(loading)?;
+        if let Some(d) = req.dimensions
+            && d != emb.n_embd as u64
+        {
+            return Err(ApiError::bad_request(format!(
+                "dimensions {d}: this model's embeddings have {} and cannot be shortened",
+                emb.n_embd
+            )));
+        }
+        let engine = Arc::clone(&loaded.engine);
+        let (n_ctx, inputs) = (emb.n_ctx, req.inputs);
+        let tokens = tokio::task::spawn_blocking(move || {
+            let n_vocab = i64::from(engine.model().n_vocab());
+            inputs
+                .iter()
+                .enumerate()
+                .map(|(i, input)| {
+                    let t = match input {
+                        openai::EmbeddingInput::Text(text) => engine
+                            .tokenize(text, true)
+                            .map_err(|e| ApiError::bad_request(format!("input[{i}]: {e:#}")))?,
+                        openai::EmbeddingInput::Tokens(ids) => ids
+                            .iter()
+                            .map(|&id| {
+                                i32::try_from(id)
+                                    .ok()
+                                    .filter(|_| (0..n_vocab).contains(&id))
+                                    .map(llama_cpp_2::token::LlamaToken::new)
+                                    .ok_or_else(|| {
+                                        ApiError::bad_request(format!(
+                                            "input[{i}]: token {id} is not in the vocabulary (0..{n_vocab})"
+                                        ))
+                                    })
+                            })
+                            .collect::<Result<Vec<_>, _>>()?,
+                    };
+                    if t.len() > n_ctx {
+                        return Err(ApiError::bad_request(format!(
+                            "input[{i}]: {} tokens; the embedding context holds {n_ctx} (serve --embeddings N)",
+                            t.len()
+                        )));
+                    }
+                    Ok(t)
+                })
+                .collect::<Result<Vec<_>, ApiError>>()
+        })
+        .await
+        .map_err(|e| internal(&e))??;
+        let n_tokens: usize = tokens.iter().map(Vec::len).sum();
+        let n_inputs = tokens.len() as u64;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        emb.jobs
+            .try_send(EmbedJob {
+                inputs: tokens,
+                reply: tx,
+            })
+            .map_err(|e| match e {
+                std::sync::mpsc::TrySendError::Full(_) => busy(&state, Rejected::Full),
+                std::sync::mpsc::TrySendError::Disconnected(_) => busy(&state, Rejected::Closed),
+            })?;
+        let vectors = rx
+            .await
+            .map_err(|_| busy(&state, Rejected::Closed))?
+            .map_err(|e| internal(&e))?;
+        state
+            .stats
+            .embedding_inputs
+            .fetch_add(n_inputs, Ordering::Relaxed);
+        let data: Vec<Value> = vectors
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let embedding = if req.base64 {
+                    json!(openai::base64_floats(v))
+                } else {
+                    json!(v)
+                };
+                json!({"object": "embedding", "index": i, "embedding": embedding})
+            })
+            .collect();
+        Ok(json!({
+            "object": "list",
+            "data": data,
+            "model": state.config.model_id,
+            "usage": {"prompt_tokens": n_tokens, "total_tokens": n_tokens},
+        }))
+    };
+    match answer.await {
+        Ok(v) => json_ok(&state, &v),
         Err(e) => error(&state, &e),
     }
 }

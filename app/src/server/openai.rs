@@ -460,6 +460,99 @@ fn parse_json<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, ApiError> 
     })
 }
 
+/// Most inputs one embeddings request may carry (OpenAI's limit).
+pub const MAX_EMBEDDING_INPUTS: usize = 2048;
+
+/// One input of `/v1/embeddings`: text, or token ids.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EmbeddingInput {
+    /// Text, tokenized as a prompt is (with the model's BOS).
+    Text(String),
+    /// Token ids as sent.
+    Tokens(Vec<i64>),
+}
+
+/// A checked `/v1/embeddings` request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EmbeddingRequest {
+    /// The inputs, in order.
+    pub inputs: Vec<EmbeddingInput>,
+    /// `encoding_format: "base64"`: little-endian float32, base64.
+    pub base64: bool,
+    /// `dimensions`, when given.
+    pub dimensions: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum InputBody {
+    One(String),
+    Many(Vec<String>),
+    Tokens(Vec<i64>),
+    ManyTokens(Vec<Vec<i64>>),
+}
+
+#[derive(Deserialize)]
+struct EmbeddingBody {
+    input: InputBody,
+    #[serde(default)]
+    encoding_format: Option<String>,
+    #[serde(default)]
+    dimensions: Option<u64>,
+}
+
+/// Parse and check a `/v1/embeddings` body (unknown fields ignored).
+///
+/// # Errors
+/// 400 for a body that is not such a request, no input, an empty input,
+/// too many inputs, or an encoding other than float and base64.
+pub fn embedding_request(body: &[u8]) -> Result<EmbeddingRequest, ApiError> {
+    let b: EmbeddingBody = parse_json(body)?;
+    let inputs: Vec<EmbeddingInput> = match b.input {
+        InputBody::One(s) => vec![EmbeddingInput::Text(s)],
+        InputBody::Many(v) => v.into_iter().map(EmbeddingInput::Text).collect(),
+        InputBody::Tokens(t) => vec![EmbeddingInput::Tokens(t)],
+        InputBody::ManyTokens(v) => v.into_iter().map(EmbeddingInput::Tokens).collect(),
+    };
+    if inputs.is_empty() {
+        return Err(ApiError::bad_request("input: no input"));
+    }
+    if inputs.len() > MAX_EMBEDDING_INPUTS {
+        return Err(ApiError::bad_request(format!(
+            "input: {} inputs; at most {MAX_EMBEDDING_INPUTS} per request",
+            inputs.len()
+        )));
+    }
+    if let Some(i) = inputs.iter().position(|x| match x {
+        EmbeddingInput::Text(s) => s.is_empty(),
+        EmbeddingInput::Tokens(t) => t.is_empty(),
+    }) {
+        return Err(ApiError::bad_request(format!("input[{i}]: empty")));
+    }
+    let base64 = match b.encoding_format.as_deref() {
+        None | Some("float") => false,
+        Some("base64") => true,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "encoding_format {other:?}: \"float\" or \"base64\""
+            )));
+        }
+    };
+    Ok(EmbeddingRequest {
+        inputs,
+        base64,
+        dimensions: b.dimensions,
+    })
+}
+
+/// A vector as OpenAI's base64 encoding: its float32s, little-endian.
+#[must_use]
+pub fn base64_floats(v: &[f32]) -> String {
+    use base64::Engine as _;
+    let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
 /// Most stop strings a request may give.
 pub const MAX_STOPS: usize = 16;
 
@@ -981,6 +1074,43 @@ pub fn set_logprobs(response: &mut Value, logprobs: Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn embedding_inputs_come_as_text_lists_or_tokens_and_bad_ones_are_named() {
+        let r = embedding_request(br#"{"input":"hi","model":"m","user":"u"}"#).expect("valid");
+        assert_eq!(r.inputs, vec![EmbeddingInput::Text("hi".into())]);
+        assert!(!r.base64 && r.dimensions.is_none());
+        let r =
+            embedding_request(br#"{"input":["a","b"],"encoding_format":"base64"}"#).expect("valid");
+        assert_eq!(r.inputs.len(), 2);
+        assert!(r.base64);
+        let r = embedding_request(br#"{"input":[[1,2],[3]],"dimensions":8}"#).expect("valid");
+        assert_eq!(r.inputs[1], EmbeddingInput::Tokens(vec![3]));
+        assert_eq!(r.dimensions, Some(8));
+        for (body, words) in [
+            (&br#"{"input":[]}"#[..], "no input"),
+            (br#"{"input":["a",""]}"#, "input[1]: empty"),
+            (
+                br#"{"input":"a","encoding_format":"hex"}"#,
+                "encoding_format",
+            ),
+            (br#"{"model":"m"}"#, "input"),
+        ] {
+            let e = embedding_request(body).expect_err("refused");
+            assert_eq!(e.status, 400);
+            assert!(e.message.contains(words), "{}: {}", words, e.message);
+        }
+        let many = format!(r#"{{"input":[{}]}}"#, vec!["\"a\""; 2049].join(","));
+        let e = embedding_request(many.as_bytes()).expect_err("too many");
+        assert!(e.message.contains("2049 inputs"), "{}", e.message);
+    }
+
+    #[test]
+    fn base64_embeddings_are_little_endian_float32() {
+        // 1.0f32 is 0x3f800000: bytes 00 00 80 3f.
+        assert_eq!(base64_floats(&[1.0]), "AACAPw==");
+        assert_eq!(base64_floats(&[]), "");
+    }
 
     #[test]
     fn a_minimal_chat_request_takes_openai_s_defaults() {

@@ -22,6 +22,10 @@ openai 3.x).
                                                     pydantic model, json_object,
                                                     a streamed schema, refusals,
                                                     tools refused)
+    python openai_client.py BASE_URL embeddings [plain]   (floats, the
+                                                    client's own base64 and a
+                                                    list; without `plain`,
+                                                    also the refusals)
 
 Each mode asserts what it checks and prints one JSON line of findings for
 the Rust test to check again; any failed assertion exits non-zero.
@@ -609,6 +613,50 @@ def tools():
     print(json.dumps(out))
 
 
+TEXTS = [
+    "The capital of France is Paris.",
+    "A cat sat on the mat and looked at the rain.",
+    "def add(a, b):\n    return a + b",
+]
+
+
+def embeddings(plain):
+    out = {}
+    # The client's default: it asks for base64 and decodes it itself.
+    default = client.embeddings.create(model="m", input=TEXTS[0])
+    floats = client.embeddings.create(model="m", input=TEXTS[0], encoding_format="float")
+    a, b = default.data[0].embedding, floats.data[0].embedding
+    assert len(a) == len(b) > 0, (len(a), len(b))
+    assert max(abs(x - y) for x, y in zip(a, b)) < 1e-6, "base64 and float differ"
+    raw = client.embeddings.create(model="m", input=TEXTS[0], encoding_format="base64")
+    assert isinstance(raw.data[0].embedding, str), type(raw.data[0].embedding)
+    many = client.embeddings.create(model="m", input=TEXTS, encoding_format="float")
+    assert [d.index for d in many.data] == list(range(len(TEXTS))), many.data
+    out["dims"] = len(b)
+    out["vectors"] = [d.embedding for d in many.data]
+    out["norms"] = [sum(x * x for x in v) ** 0.5 for v in out["vectors"]]
+    out["usage"] = many.usage.prompt_tokens
+    if not plain:
+        out["refusals"] = [
+            refused_embedding("dimensions", dimensions=3),
+            refused_embedding("empty", input=""),
+            refused_embedding("encoding_format", encoding_format="hex"),
+        ]
+    print(json.dumps(out))
+
+
+def refused_embedding(words, **kw):
+    """A 400 in OpenAI's shape from /v1/embeddings whose message names `words`."""
+    kw.setdefault("input", TEXTS[0])
+    try:
+        client.embeddings.create(model="m", **kw)
+    except openai.BadRequestError as e:
+        assert e.body["type"] == "invalid_request_error", e.body
+        assert words in e.body["message"], (words, e.body)
+        return e.body["message"]
+    raise AssertionError(f"accepted: {kw}")
+
+
 if mode == "compat":
     compat()
 elif mode == "flood":
@@ -625,6 +673,8 @@ elif mode == "structured":
     structured()
 elif mode == "tools":
     tools()
+elif mode == "embeddings":
+    embeddings(len(sys.argv) > 3 and sys.argv[3] == "plain")
 elif mode == "streams":
     streams(int(sys.argv[3]))
 else:

@@ -1001,3 +1001,139 @@ fn tool_calls_are_constrained_parsed_and_streamed_with_the_hermes_template() {
         "{found}"
     );
 }
+
+/// Cosine of two vectors.
+fn cosine(a: &[f64], b: &[f64]) -> f64 {
+    let dot: f64 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let norm = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
+    dot / (norm(a) * norm(b))
+}
+
+fn vectors(found: &Value) -> Vec<Vec<f64>> {
+    found["vectors"]
+        .as_array()
+        .expect("vectors")
+        .iter()
+        .map(|v| {
+            v.as_array()
+                .expect("a vector")
+                .iter()
+                .map(|x| x.as_f64().expect("a float"))
+                .collect()
+        })
+        .collect()
+}
+
+/// `/v1/embeddings` with the official client: floats, the client's own
+/// base64 (its default) decoded to the same floats, a list in order, unit
+/// vectors; `dimensions`, an empty input and an unknown encoding refused in
+/// OpenAI's shape; the embedding context in the plan and in `/metrics`,
+/// the peak RSS after an input that fills it within the plan (and the plan
+/// at most 1.15× the peak);
+/// and the same vectors as llama-server's `--embeddings --pooling mean` on
+/// the same model (cosine ≥ 0.99). Without `--embeddings`, a 400 that says
+/// how to get them.
+#[test]
+fn embeddings_come_as_floats_and_base64_and_agree_with_llama_server_s() {
+    let _gate = one_at_a_time();
+    let plain = Server::start(instruct(), &["-c", "1024", "--parallel", "1"]);
+    let (status, _, out) = plain.request(
+        "POST",
+        "/v1/embeddings",
+        &[],
+        r#"{"model":"m","input":"x"}"#,
+    );
+    assert_eq!(status, 400, "{out}");
+    assert!(out.contains("--embeddings"), "{out}");
+    drop(plain);
+
+    let server = Server::start(
+        instruct(),
+        &["-c", "1024", "--parallel", "1", "--embeddings", "256"],
+    );
+    assert!(
+        server.startup.contains("embeddings: 256 tokens per input"),
+        "{}",
+        server.startup
+    );
+    let ours = client(&server.url, &["embeddings"], Duration::from_secs(300));
+    // An input that fills the batch (252 of its 256 tokens): the whole
+    // embedding context is touched.
+    let words: Vec<String> = (0..200).map(|i| format!("word{i}")).collect();
+    let full = format!(r#"{{"input":"{}"}}"#, &words.join(" ")[..600]);
+    let (status, _, out) = server.request("POST", "/v1/embeddings", &[], &full);
+    assert_eq!(status, 200, "{out}");
+    let v: Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(v["usage"]["prompt_tokens"], 252, "{out}");
+    let (_, _, metrics) = server.request("GET", "/metrics", &[], "");
+    let read = |name: &str| -> u64 {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in /metrics:\n{metrics}"))
+    };
+    let planned = read("headroom_planned_embedding_context_bytes");
+    // KV for 256 tokens (30 layers × 3 KV heads × 64 × 2 × f16 = 23 KiB
+    // a token) and the output rows of every token (49152 logits and 576
+    // values, f32): at least 55 MiB.
+    assert!(planned > 55 << 20, "{planned}");
+    assert_eq!(read("headroom_embedding_inputs_total"), 7, "{metrics}");
+    // The process's peak within its plan, and the plan at most 1.15× it.
+    let (peak, plan) = (
+        read("headroom_peak_rss_bytes"),
+        read("headroom_planned_peak_bytes"),
+    );
+    println!(
+        "peak RSS {:.1} MiB, planned {:.1} MiB ({:.1} MiB of it for embeddings): plan/measured {:.3}",
+        peak as f64 / 1048576.0,
+        plan as f64 / 1048576.0,
+        planned as f64 / 1048576.0,
+        plan as f64 / peak as f64
+    );
+    assert!(plan > planned, "{metrics}");
+    assert!(peak <= plan && plan * 100 <= peak * 115, "{metrics}");
+    // An input longer than the context.
+    let long = format!(r#"{{"input":"{}"}}"#, "word ".repeat(600));
+    let (status, _, out) = server.request("POST", "/v1/embeddings", &[], &long);
+    assert_eq!(status, 400, "{out}");
+    assert!(out.contains("the embedding context holds 256"), "{out}");
+    drop(server);
+
+    let llama = LlamaServer::start(
+        instruct(),
+        &[
+            "--embeddings",
+            "--pooling",
+            "mean",
+            "-c",
+            "256",
+            "-b",
+            "256",
+            "-ub",
+            "256",
+            "-np",
+            "1",
+        ],
+    );
+    let theirs = client(
+        &llama.url,
+        &["embeddings", "plain"],
+        Duration::from_secs(300),
+    );
+    drop(llama);
+    assert_eq!(ours["dims"], 576, "SmolLM2-135M's width: {ours}");
+    assert_eq!(ours["dims"], theirs["dims"]);
+    assert_eq!(ours["usage"], theirs["usage"], "the same tokens");
+    for n in ours["norms"].as_array().expect("norms") {
+        let n = n.as_f64().expect("a norm");
+        assert!((n - 1.0).abs() < 1e-4, "unit vectors: {n}");
+    }
+    let (a, b) = (vectors(&ours), vectors(&theirs));
+    assert_eq!(a.len(), 3);
+    let cos: Vec<f64> = a.iter().zip(&b).map(|(x, y)| cosine(x, y)).collect();
+    println!("cosine with llama-server's: {cos:?}");
+    assert!(cos.iter().all(|&c| c >= 0.99), "{cos:?}");
+    // Different texts are different vectors.
+    assert!(cosine(&a[0], &a[1]) < 0.999, "{}", cosine(&a[0], &a[1]));
+}
