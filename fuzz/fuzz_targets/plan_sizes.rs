@@ -129,6 +129,13 @@ fn settings(u: &mut Unstructured) -> Result<Settings> {
         },
         front_end: *u.choose(&[FrontEnd::Cli, FrontEnd::Server])?,
         logits_per_sequence: u.arbitrary()?,
+        // `serve --embeddings N` (the command line bounds N; the planner
+        // must not rely on it).
+        embeddings: if u.arbitrary()? {
+            Some(number_u32(u)?.max(1))
+        } else {
+            None
+        },
     })
 }
 

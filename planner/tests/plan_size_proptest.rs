@@ -270,6 +270,7 @@ fn settings() -> impl Strategy<Value = Settings> {
                         FrontEnd::Cli
                     },
                     logits_per_sequence: per_seq,
+                    embeddings: None,
                 }
             },
         )
