@@ -564,6 +564,9 @@ struct Compute {
     dense_stage: u64,
     /// The expert FFN stage on a device, beyond `inputs` (0: no experts).
     moe_stage: u64,
+    /// The same on a local GPU (Vulkan, CUDA), which keeps three residual
+    /// rows fewer than an RPC worker.
+    moe_stage_local: u64,
     /// One FFN-wide f32 activation: `n_ff × n_tokens × 4` (widest layer).
     ffn_rows: u64,
     /// What is live beside a stacked expert weight while its product runs:
@@ -702,6 +705,13 @@ fn compute_parts(p: &ModelProfile, ctx: &Context) -> Compute {
         attn_stage_no_kq: (attn - kq_bytes - 3.0 * et4).max(0.0) as u64,
         dense_stage: (dense_ff - 3.0 * et4).max(0.0) as u64,
         moe_stage: if moe_ff > 0.0 { moe_ff + et4 } else { 0.0 } as u64,
+        // Subtracted before the conversion: a saturated stage less three
+        // rows would shrink as the rows grow.
+        moe_stage_local: if moe_ff > 0.0 {
+            (moe_ff - 2.0 * et4).max(0.0)
+        } else {
+            0.0
+        } as u64,
         ffn_rows: (f(widest_ff) * t * 4.0) as u64,
         expert_op: match p.experts {
             Some(ex) => {
@@ -741,7 +751,7 @@ fn device_stage(p: &ModelProfile, c: &Compute, max_tensor: u64, local: bool) -> 
     let moe = match (experts_taken, local) {
         (false, _) => 0,
         (true, false) => c.moe_stage,
-        (true, true) => c.moe_stage.saturating_sub(product([3, c.et4])),
+        (true, true) => c.moe_stage_local,
     };
     attn.max(c.dense_stage).max(moe)
 }

@@ -399,8 +399,8 @@ proptest! {
         let pl = placement(&m, ngl, 0);
         let small = memory::estimate(&p, &s, &Context::resolve(&s, s.n_ctx.unwrap_or(1)), &pl, &m);
         let big = memory::estimate(&q, &t, &Context::resolve(&t, t.n_ctx.unwrap_or(1)), &pl, &m);
-        for (a, b) in sizes(&small).into_iter().zip(sizes(&big)) {
-            prop_assert!(b >= a, "grew field {} by {}: {} < {}", which, grow, b, a);
+        for (i, (a, b)) in sizes(&small).into_iter().zip(sizes(&big)).enumerate() {
+            prop_assert!(b >= a, "grew field {} by {}: size {} {} < {} (small {:?} big {:?})", which, grow, i, b, a, sizes(&small), sizes(&big));
         }
     }
 
