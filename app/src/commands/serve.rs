@@ -315,11 +315,23 @@ fn start_embeddings(
             )));
             // Ends when the server's sender is gone.
             while let Ok(job) = queue.recv() {
-                let out = job
-                    .inputs
-                    .iter()
-                    .map(|t| embedder.embed(t).map_err(|e| format!("{e:#}")))
-                    .collect();
+                let mut out: Result<Vec<Vec<f32>>, String> =
+                    Ok(Vec::with_capacity(job.inputs.len()));
+                for t in &job.inputs {
+                    // A request whose client went away (its handler dropped
+                    // the receiver) stops between inputs.
+                    if job.reply.is_closed() {
+                        break;
+                    }
+                    match (&mut out, embedder.embed(t)) {
+                        (Ok(done), Ok(v)) => done.push(v),
+                        (_, Err(e)) => {
+                            out = Err(format!("{e:#}"));
+                            break;
+                        }
+                        (Err(_), Ok(_)) => break,
+                    }
+                }
                 let _ = job.reply.send(out);
             }
         })
