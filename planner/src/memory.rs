@@ -739,12 +739,13 @@ fn device_stage(p: &ModelProfile, c: &Compute, max_tensor: u64, local: bool) -> 
     } else {
         c.attn_stage
     };
-    let experts_taken = p
-        .layers
-        .iter()
-        .flat_map(|l| &l.tensors)
-        .filter(|t| t.name.contains("_exps."))
-        .any(|t| t.bytes <= max_tensor);
+    // (Every evaluation of a placement asks: no scan for a dense model.)
+    let experts_taken = p.experts.is_some()
+        && p.layers
+            .iter()
+            .flat_map(|l| &l.tensors)
+            .filter(|t| t.is_expert())
+            .any(|t| t.bytes <= max_tensor);
     // A local GPU's expert stage (Vulkan's, CUDA's) keeps three residual
     // rows fewer than an RPC worker's (measured on lavapipe against two RPC
     // workers, and on an H200).
@@ -756,6 +757,11 @@ fn device_stage(p: &ModelProfile, c: &Compute, max_tensor: u64, local: bool) -> 
     attn.max(c.dense_stage).max(moe)
 }
 
+/// The smallest batch whose products a GPU backend takes from the CPU
+/// (`op_offload_min_batch_size` in ggml-cuda and ggml-vulkan): the output
+/// product of one logits row per sequence stays on the CPU.
+const OP_OFFLOAD_MIN_BATCH: u32 = 32;
+
 /// What the device that offloads the CPU layers' big-batch products holds
 /// (Vulkan's `offload_op`, `ggml-backend.cpp` `split_graph`): every product
 /// with a weight left on the CPU starts a split of its own, whose copy of
@@ -766,11 +772,6 @@ fn device_stage(p: &ModelProfile, c: &Compute, max_tensor: u64, local: bool) -> 
 /// Weights the device refuses stay on the CPU with their products. Measured
 /// on lavapipe (`app/tests/run/vulkan.rs`): the allocator places the
 /// largest weight beside the attention's copies at long contexts.
-/// The smallest batch whose products a GPU backend takes from the CPU
-/// (`op_offload_min_batch_size` in ggml-cuda and ggml-vulkan): the output
-/// product of one logits row per sequence stays on the CPU.
-const OP_OFFLOAD_MIN_BATCH: u32 = 32;
-
 fn offload_stage(
     p: &ModelProfile,
     ctx: &Context,
@@ -821,10 +822,7 @@ fn offload_stage(
             .max()
             .unwrap_or(0);
         let kq = if ctx.flash_attn { 0 } else { c.kq };
-        // Vulkan's allocator placed the largest weight copy beside the
-        // attention's; CUDA's did not (H200, `tests_cuda.rs`).
-        let beside = largest;
-        sum([kv, c.mask, c.q, c.et4, kq, beside])
+        sum([kv, c.mask, c.q, c.et4, kq, largest])
     } else {
         0
     };
@@ -888,9 +886,6 @@ struct Layout {
     op_offload: Option<usize>,
     /// Per GPU, the largest tensor it takes (`u64::MAX`: no limit).
     max_tensor: Vec<u64>,
-    /// Per GPU, whether it is a local GPU (Vulkan or CUDA, whose compute
-    /// stages were measured alike), not an RPC worker.
-    local: Vec<bool>,
     /// Per GPU, the backend whose rules apply.
     backend: Vec<Backend>,
 }
@@ -906,6 +901,12 @@ struct Layout {
 const SCHED_COPIES: u64 = 4;
 
 impl Layout {
+    /// Whether GPU `g` is a local GPU (Vulkan or CUDA, whose compute stages
+    /// were measured alike), not an RPC worker.
+    fn is_local(&self, g: usize) -> bool {
+        self.backend.get(g).is_some_and(|&b| b != Backend::Rpc)
+    }
+
     fn new(p: &ModelProfile, placement: &Placement, m: &MachineSpec) -> Self {
         let n_gpu = m.gpus.len();
         let layers_gpu = placement.layers_per_gpu(p.n_layer);
@@ -938,7 +939,6 @@ impl Layout {
             Backend::Rpc => false,
         });
         let max_tensor = m.gpus.iter().map(GpuSpec::max_tensor_bytes).collect();
-        let local = m.gpus.iter().map(|g| g.backend() != Backend::Rpc).collect();
         let backend = m.gpus.iter().map(GpuSpec::backend).collect();
         Self {
             n_gpu,
@@ -950,7 +950,6 @@ impl Layout {
             pipeline,
             op_offload,
             max_tensor,
-            local,
             backend,
         }
     }
@@ -1199,11 +1198,13 @@ fn compute_buffers(p: &ModelProfile, ctx: &Context, lay: &Layout) -> ComputeBuff
         } else {
             product([2, c.et4])
         };
-        let experts_refused = p
-            .layers
-            .iter()
-            .flat_map(|l| &l.tensors)
-            .any(|t| t.name.contains("_exps.") && t.bytes > max_tensor);
+        // A device without a tensor limit (CUDA) refuses none: no scan.
+        let experts_refused = max_tensor != u64::MAX
+            && p.experts.is_some()
+            && p.layers
+                .iter()
+                .flat_map(|l| &l.tensors)
+                .any(|t| t.is_expert() && t.bytes > max_tensor);
         let moe = if experts_refused { c.moe_stage } else { 0 };
         let layers = if lay.cpu_layers > 0 { attn.max(moe) } else { 0 };
         let output_taken = p
@@ -1279,8 +1280,7 @@ fn compute_buffers(p: &ModelProfile, ctx: &Context, lay: &Layout) -> ComputeBuff
             };
             let inputs = c.inputs.saturating_sub(masks);
             let stage = if layers > 0 {
-                let local = lay.local.get(g).copied().unwrap_or(false);
-                sum([inputs, device_stage(p, &c, max_tensor, local)])
+                sum([inputs, device_stage(p, &c, max_tensor, lay.is_local(g))])
             } else {
                 0
             };
@@ -1304,7 +1304,7 @@ fn compute_buffers(p: &ModelProfile, ctx: &Context, lay: &Layout) -> ComputeBuff
                 // logits when it computes them (measured on lavapipe: the
                 // instruct demo's 32 MiB mask at 32k; on an H200, every
                 // dense model's full offload); an RPC worker copies them.
-                (false, true) if lay.local.get(g).copied().unwrap_or(false) => {
+                (false, true) if lay.is_local(g) => {
                     let out = if out > 0 {
                         sum([out, c.sent.saturating_sub(masks)])
                     } else {
