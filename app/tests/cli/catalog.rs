@@ -1643,6 +1643,40 @@ fn every_entry_s_synthetic_header_loads_in_llama_cpp() {
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
 
+/// A kept table's rows as cells, each row led by an empty cell as a
+/// Markdown row splits ("| GPQA | 75.2 |" gives "", "GPQA", "75.2", ""):
+/// Markdown rows are lines split at `|`; an HTML table's rows are its
+/// `<tr>` elements, their cells the text of each `<th>`/`<td>`.
+fn table_rows(excerpt: &str) -> Vec<Vec<String>> {
+    if !excerpt.contains("<tr") {
+        return excerpt
+            .lines()
+            .map(|l| l.split('|').map(|c| c.trim().to_string()).collect())
+            .collect();
+    }
+    excerpt
+        .split("<tr")
+        .skip(1)
+        .map(|row| {
+            let mut cells = vec![String::new()];
+            let mut rest = row;
+            loop {
+                let open = match (rest.find("<td"), rest.find("<th")) {
+                    (Some(td), Some(th)) => td.min(th),
+                    (Some(at), None) | (None, Some(at)) => at,
+                    (None, None) => break,
+                };
+                let Some(gt) = rest[open..].find('>') else { break };
+                let body = &rest[open + gt + 1..];
+                let end = body.find("</t").unwrap_or(body.len());
+                cells.push(body[..end].trim().to_string());
+                rest = &body[end..];
+            }
+            cells
+        })
+        .collect()
+}
+
 /// Every `quality` of `models.toml` follows from the evidence kept in
 /// `tests/catalog/quality-facts.json` (issue #20): a board row whose score
 /// it is, a board sibling of the same release and the stated Elo per
@@ -1714,21 +1748,22 @@ fn every_quality_figure_follows_from_its_kept_evidence() {
                 // Diamond | … 84.3% …").
                 let in_table =
                     excerpt.contains("GPQA") && excerpt.contains(&format!("{:.1}%", gpqa * 100.0));
-                // Or a card's plain table that writes its scores without a
-                // %: the record names the model's column, whose header cell
-                // is in the kept header row and whose cell in the GPQA row
-                // is the score ("| GPQA | 75.2 | 73.4 | …").
+                // Or a card's table that writes its scores without a %: the
+                // record names the model's column, whose header cell is in
+                // the kept header row and whose cell in the GPQA row is the
+                // score ("| GPQA Diamond | 75.2 | 73.4 | …", or the same
+                // rows as HTML).
                 let in_column = r["column"].as_str().is_some_and(|column| {
-                    let rows: Vec<Vec<&str>> = excerpt
-                        .lines()
-                        .map(|l| l.split('|').map(str::trim).collect())
-                        .collect();
+                    let rows = table_rows(excerpt);
                     let at = rows
                         .iter()
-                        .find_map(|c| c.iter().position(|x| *x == column));
-                    let row = rows.iter().find(|c| c.get(1) == Some(&"GPQA"));
+                        .find_map(|c| c.iter().position(|x| x == column));
+                    let row = rows
+                        .iter()
+                        .find(|c| c.get(1).is_some_and(|l| l.starts_with("GPQA")));
                     matches!((at, row), (Some(i), Some(row))
-                        if row.get(i) == Some(&format!("{:.1}", gpqa * 100.0).as_str()))
+                        if row.get(i).map(String::as_str)
+                            == Some(format!("{:.1}", gpqa * 100.0).as_str()))
                 });
                 assert!(
                     excerpt.contains(&format!("\"score\": {gpqa}")) || in_table || in_column,
