@@ -166,18 +166,55 @@ impl Generation {
 
 /// The most likely token (the first of equals, as llama.cpp's greedy sampler
 /// picks), never one of `banned`.
+///
+/// Called once per generated token over the whole vocabulary (262k logits
+/// for Gemma): a compare-and-branch scan took 0.1–0.2 ms of a 14 ms token,
+/// so the maximum is found in 16 independent lanes, which the compiler
+/// vectorises, and then its first position, chunk by chunk. A banned winner
+/// (an end-of-generation token under `ignore_eos`) falls back to the scan.
 fn argmax(logits: &[f32], banned: &[LlamaToken]) -> LlamaToken {
-    let mut best = (0usize, f32::NEG_INFINITY);
-    for (i, &l) in logits.iter().enumerate() {
-        if l > best.1
-            && !banned
-                .iter()
-                .any(|b| usize::try_from(b.0).is_ok_and(|b| b == i))
-        {
-            best = (i, l);
+    const LANES: usize = 16;
+    let is_banned = |i: usize| {
+        banned
+            .iter()
+            .any(|b| usize::try_from(b.0).is_ok_and(|b| b == i))
+    };
+    let mut lanes = [f32::NEG_INFINITY; LANES];
+    let chunks = logits.chunks_exact(LANES);
+    let tail = chunks.remainder();
+    for chunk in chunks {
+        for (m, &l) in lanes.iter_mut().zip(chunk) {
+            // NaN compares false and is skipped, as in the scan below.
+            *m = if l > *m { l } else { *m };
         }
     }
-    LlamaToken::new(i32::try_from(best.0).unwrap_or(0))
+    let max = lanes
+        .iter()
+        .chain(tail)
+        .fold(f32::NEG_INFINITY, |m, &l| if l > m { l } else { m });
+    let mut from = 0;
+    for chunk in logits.chunks(LANES) {
+        if chunk.iter().fold(false, |hit, &l| hit | (l == max)) {
+            break;
+        }
+        from += chunk.len();
+    }
+    let first = logits[from..]
+        .iter()
+        .position(|&l| l == max)
+        .map(|k| from + k)
+        // Every logit NaN or -inf: the scan's answer, token 0.
+        .filter(|&i| max > f32::NEG_INFINITY && !is_banned(i));
+    let best = first.unwrap_or_else(|| {
+        let mut best = (0usize, f32::NEG_INFINITY);
+        for (i, &l) in logits.iter().enumerate() {
+            if l > best.1 && !is_banned(i) {
+                best = (i, l);
+            }
+        }
+        best.0
+    });
+    LlamaToken::new(i32::try_from(best).unwrap_or(0))
 }
 
 /// llama.cpp's last error line, as the tail of an error message.
@@ -643,5 +680,52 @@ fn sampler(engine: &Engine, opts: &GenOptions) -> LlamaSampler {
             chain.push(LlamaSampler::dist(s.seed));
         }
         LlamaSampler::chain_simple(chain)
+    }
+}
+
+#[cfg(test)]
+mod argmax_tests {
+    use super::*;
+
+    /// The plain scan `argmax` replaced: first of equals, banned skipped.
+    fn scan(logits: &[f32], banned: &[LlamaToken]) -> LlamaToken {
+        let mut best = (0usize, f32::NEG_INFINITY);
+        for (i, &l) in logits.iter().enumerate() {
+            if l > best.1 && !banned.iter().any(|b| b.0 as usize == i) {
+                best = (i, l);
+            }
+        }
+        LlamaToken::new(best.0 as i32)
+    }
+
+    #[test]
+    fn argmax_picks_what_the_scan_picks() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for case in 0..400 {
+            let n = 1 + (next() % 700) as usize;
+            // Few distinct values, so ties are common.
+            let mut logits: Vec<f32> = (0..n).map(|_| (next() % 9) as f32 - 4.0).collect();
+            if case % 7 == 0 {
+                logits[(next() % n as u64) as usize] = f32::NAN;
+            }
+            if case % 11 == 0 {
+                logits.iter_mut().for_each(|l| *l = f32::NEG_INFINITY);
+            }
+            let top = scan(&logits, &[]);
+            let banned = if case % 3 == 0 { vec![top] } else { Vec::new() };
+            assert_eq!(
+                argmax(&logits, &banned),
+                scan(&logits, &banned),
+                "case {case}: {logits:?} banned {banned:?}"
+            );
+        }
+        assert_eq!(argmax(&[f32::NAN; 40], &[]), LlamaToken::new(0));
+        assert_eq!(argmax(&[], &[]), LlamaToken::new(0));
     }
 }
