@@ -398,7 +398,7 @@ fn oversized(what: String) -> Error {
 fn cap_size_arguments(env: &mut Environment<'static>) {
     let filters = [
         ("indent", Value::from_function(minijinja::filters::indent)),
-        ("tojson", Value::from_function(minijinja::filters::tojson)),
+        ("tojson", Value::from_function(tojson)),
         ("batch", Value::from_function(minijinja::filters::batch)),
         ("slice", Value::from_function(minijinja::filters::slice)),
         ("format", Value::from_function(minijinja::filters::format)),
@@ -436,6 +436,176 @@ fn cap_size_arguments(env: &mut Environment<'static>) {
             }
             builtin.call(state, &args)
         });
+    }
+}
+
+/// `tojson` as Hugging Face's chat templates get it (transformers overrides
+/// Jinja's: `json.dumps(x, ensure_ascii=False, indent=indent,
+/// separators=separators, sort_keys=sort_keys)`) and llama.cpp's minja
+/// writes it: `", "` and `": "` between items (`","` with an indent), keys in
+/// the order they came, no HTML escaping. minijinja's own filter writes
+/// `{"a":1}` and `\u003c` for `<`, so a tool list or a call's arguments
+/// reached the model in a form it was never trained on, and unlike the text
+/// llama-server renders. Keyword arguments: `indent`, `ensure_ascii`,
+/// `separators` (two strings), `sort_keys`.
+fn tojson(value: &Value, args: Rest<Value>) -> Result<Value, Error> {
+    let mut indent = args.iter().find(|a| !a.is_kwargs()).cloned();
+    let (mut ascii, mut sort, mut separators) = (false, false, None::<(String, String)>);
+    if let Some(kwargs) = args.iter().find(|a| a.is_kwargs()) {
+        for key in kwargs.try_iter()? {
+            let v = kwargs.get_item(&key)?;
+            match key.as_str() {
+                Some("indent") => indent = Some(v),
+                Some("ensure_ascii") => ascii = v.is_true(),
+                Some("sort_keys") => sort = v.is_true(),
+                Some("separators") => {
+                    let parts: Vec<Value> = v.try_iter()?.collect();
+                    match (parts.first().and_then(Value::as_str), parts.get(1).and_then(Value::as_str)) {
+                        (Some(item), Some(key)) if parts.len() == 2 => {
+                            separators = Some((item.to_string(), key.to_string()));
+                        }
+                        _ => {
+                            return Err(Error::new(
+                                ErrorKind::InvalidOperation,
+                                "tojson: separators must be two strings",
+                            ));
+                        }
+                    }
+                }
+                _ => {
+                    return Err(Error::new(
+                        ErrorKind::InvalidOperation,
+                        format!("tojson: unknown keyword argument {key}"),
+                    ));
+                }
+            }
+        }
+    }
+    let indent = match indent.filter(|i| !i.is_none() && !i.is_undefined()) {
+        None => None,
+        Some(i) => Some(match i.as_str() {
+            Some(text) => text.to_string(),
+            None => " ".repeat(
+                usize::try_from(i64::try_from(i)?.max(0)).unwrap_or(0),
+            ),
+        }),
+    };
+    let (item, key) = separators.unwrap_or_else(|| {
+        let item = if indent.is_some() { "," } else { ", " };
+        (item.to_string(), ": ".to_string())
+    });
+    let mut json = serde_json::to_value(value)
+        .map_err(|e| Error::new(ErrorKind::InvalidOperation, format!("tojson: {e}")))?;
+    if sort {
+        json.sort_all_objects();
+    }
+    let mut out = Vec::new();
+    let formatter = PyJson {
+        indent: indent.as_deref(),
+        item: &item,
+        key: &key,
+        ascii,
+        level: 0,
+        empty: false,
+    };
+    json.serialize(&mut serde_json::Serializer::with_formatter(&mut out, formatter))
+        .map_err(|e| Error::new(ErrorKind::InvalidOperation, format!("tojson: {e}")))?;
+    let text = String::from_utf8(out)
+        .map_err(|_| Error::new(ErrorKind::InvalidOperation, "tojson: invalid UTF-8"))?;
+    Ok(Value::from_safe_string(text))
+}
+
+/// Python's `json.dumps` layout for serde_json: the separators, the indent
+/// (a newline and the indent per level, empty containers kept as `[]`/`{}`)
+/// and `ensure_ascii`'s `\uXXXX` escapes.
+struct PyJson<'a> {
+    indent: Option<&'a str>,
+    item: &'a str,
+    key: &'a str,
+    ascii: bool,
+    level: usize,
+    /// The container just opened has had no element yet.
+    empty: bool,
+}
+
+impl PyJson<'_> {
+    fn newline<W: ?Sized + io::Write>(&self, w: &mut W) -> io::Result<()> {
+        if let Some(indent) = self.indent {
+            w.write_all(b"\n")?;
+            for _ in 0..self.level {
+                w.write_all(indent.as_bytes())?;
+            }
+        }
+        Ok(())
+    }
+
+    fn open<W: ?Sized + io::Write>(&mut self, w: &mut W, c: &[u8]) -> io::Result<()> {
+        self.level += 1;
+        self.empty = true;
+        w.write_all(c)
+    }
+
+    fn close<W: ?Sized + io::Write>(&mut self, w: &mut W, c: &[u8]) -> io::Result<()> {
+        self.level -= 1;
+        if !self.empty {
+            self.newline(w)?;
+        }
+        self.empty = false;
+        w.write_all(c)
+    }
+
+    fn element<W: ?Sized + io::Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
+        if !first {
+            w.write_all(self.item.as_bytes())?;
+        }
+        self.empty = false;
+        self.newline(w)
+    }
+}
+
+impl serde_json::ser::Formatter for PyJson<'_> {
+    fn begin_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.open(w, b"[")
+    }
+    fn end_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.close(w, b"]")
+    }
+    fn begin_array_value<W: ?Sized + io::Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
+        self.element(w, first)
+    }
+    fn end_array_value<W: ?Sized + io::Write>(&mut self, _w: &mut W) -> io::Result<()> {
+        Ok(())
+    }
+    fn begin_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.open(w, b"{")
+    }
+    fn end_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.close(w, b"}")
+    }
+    fn begin_object_key<W: ?Sized + io::Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
+        self.element(w, first)
+    }
+    fn begin_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        w.write_all(self.key.as_bytes())
+    }
+    fn end_object_value<W: ?Sized + io::Write>(&mut self, _w: &mut W) -> io::Result<()> {
+        Ok(())
+    }
+    fn write_string_fragment<W: ?Sized + io::Write>(&mut self, w: &mut W, fragment: &str) -> io::Result<()> {
+        if !self.ascii || fragment.is_ascii() {
+            return w.write_all(fragment.as_bytes());
+        }
+        let mut units = [0u16; 2];
+        for c in fragment.chars() {
+            if c.is_ascii() {
+                w.write_all(&[c as u8])?;
+            } else {
+                for u in c.encode_utf16(&mut units) {
+                    write!(w, "\\u{u:04x}")?;
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -522,6 +692,35 @@ mod tests {
             .into_iter()
             .collect::<std::collections::BTreeMap<_, _>>()];
         render(&env, "t", &messages, None, true, "<s>", "</s>").map(|(text, _)| text)
+    }
+
+    /// What Python's `json.dumps` (transformers' `tojson`) prints for the
+    /// same calls, checked against CPython 3.11 by hand.
+    #[test]
+    fn tojson_writes_what_hugging_face_s_tojson_writes() {
+        for (src, want) in [
+            (
+                r#"{{ {"type": "function", "b": [1, 2.5, "<é>"], "a": {}} | tojson }}"#,
+                r#"{"type": "function", "b": [1, 2.5, "<é>"], "a": {}}"#,
+            ),
+            (
+                r#"{{ {"b": [1, []], "a": "x"} | tojson(indent=2) }}"#,
+                "{\n  \"b\": [\n    1,\n    []\n  ],\n  \"a\": \"x\"\n}",
+            ),
+            (
+                r#"{{ {"b": 1, "a": "é\n"} | tojson(sort_keys=true, ensure_ascii=true) }}"#,
+                r#"{"a": "\u00e9\n", "b": 1}"#,
+            ),
+            (
+                r#"{{ [1, {"a": 2}] | tojson(separators=(",", ":")) }}"#,
+                r#"[1,{"a":2}]"#,
+            ),
+            (r#"{{ "😀" | tojson(ensure_ascii=true) }}"#, r#""\ud83d\ude00""#),
+            ("{{ none | tojson }}", "null"),
+        ] {
+            assert_eq!(run(src).as_deref(), Ok(want), "{src}");
+        }
+        assert!(run(r#"{{ 1 | tojson(colour="red") }}"#).is_err());
     }
 
     #[test]

@@ -679,10 +679,11 @@ mod tests {
             .expect("renders");
         for part in [
             "<|im_start|>system\nS\n\n# Tools",
+            // As the client sent it, keys in order, Python's separators.
             r#"<tools>
-{"function":{"name":"f","parameters":{"type":"object"}},"type":"function"}
+{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
 </tools>"#,
-            "<|im_start|>assistant\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"q\":1}}\n</tool_call><|im_end|>",
+            "<|im_start|>assistant\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"q\": 1}}\n</tool_call><|im_end|>",
             "<|im_start|>user\n<tool_response>\n2\n</tool_response><|im_end|>\n<|im_start|>assistant\n",
         ] {
             assert!(text.contains(part), "{part:?} in\n{text}");
