@@ -356,8 +356,9 @@ pub(super) fn devstral_small_2() -> Draft {
 
 /// OLMo-2-1124-7B (32 layers, hidden 4096, 32 heads and 32 KV heads,
 /// FFN 11008, vocabulary 100352 as padded, context 4096, RoPE base 500000,
-/// no window): litgpt's `config.py` (Lightning-AI/litgpt at 293089e, its
-/// copy of allenai/OLMo-2-1124-7B's config.json).
+/// no window): litgpt's `config.py` (Lightning-AI/litgpt at 26857050, its
+/// copy of allenai/OLMo-2-1124-7B's config.json; the OLMo 2 entries came in
+/// with d19df7aa, 2025-06-04).
 pub(super) fn olmo2_7b() -> Draft {
     olmo2(&Olmo2 {
         n_layer: 32,
