@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 use crate::runner::batch::{Admission, Event, Job, Rejected, Stats, Summary, TokenLogprob};
-use crate::runner::template::{ChatFormat, ToolSyntax};
+use crate::runner::template::ChatFormat;
 use crate::runner::{Engine, GenOptions, Sampling, StopReason};
 use openai::ReasoningSplit;
 use openai::{AnswerFormat, ApiError, Header, Kind, Params, Usage};
@@ -526,15 +526,16 @@ async fn chat_completions(
         let answer = req.format;
         let tools = req.tools;
         let mut params = req.params;
-        let calling = tools.is_some();
-        let (tokens, stops, split, (grammar, triggers)) = tokio::task::spawn_blocking(move || {
+        let (tokens, stops, split, (grammar, triggers), calling) = tokio::task::spawn_blocking(move || {
             let bad = |e: &dyn std::fmt::Display| ApiError::bad_request(format!("{e:#}"));
             let mut constraint = (answer_grammar(&engine, &answer)?, Vec::new());
             let history = messages
                 .iter()
                 .any(|m| m.role == "tool" || m.tool_calls.is_some());
+            let mut calling = None;
             let text = if let Some(tools) = &tools {
                 constraint = tool_grammar(&engine, &format, tools)?;
+                calling = format.tool_syntax().ok();
                 format.render_with_tools(&messages, &tools.list)
             } else if history {
                 // A conversation with calls in it, tools no longer offered
@@ -550,7 +551,7 @@ async fn chat_completions(
             // The template may open the tag itself (DeepSeek-R1's does).
             let opened = text.trim_end().ends_with(openai::THINK_OPEN);
             let split = split.then(|| ReasoningSplit::new(opened));
-            Ok::<_, ApiError>((tokens, format.stop_strings(), split, constraint))
+            Ok::<_, ApiError>((tokens, format.stop_strings(), split, constraint, calling))
         })
         .await
         .map_err(|e| internal(&e))??;
@@ -562,7 +563,7 @@ async fn chat_completions(
         Ok(((tokens, stops, split, calling), params)) => {
             let answer = Answer {
                 split,
-                tools: calling.then(ToolSplit::default),
+                tools: calling.map(ToolSplit::new),
             };
             submit(&state, Kind::Chat, tokens, stops, params, answer).await
         }
@@ -620,22 +621,22 @@ fn tool_grammar(
     tools: &openai::Tools,
 ) -> Result<(Option<String>, Vec<String>), ApiError> {
     let bad = |m: String| ApiError::bad_request(m);
-    match format
+    let syntax = format
         .tool_syntax()
-        .map_err(|e| bad(format!("tools: {e}")))?
-    {
-        ToolSyntax::Hermes => {}
-    }
+        .map_err(|e| bad(format!("tools: {e}")))?;
     for (name, params) in &tools.callable {
         schema::check(&params.value, &crate::llama::grammar::pattern_is_enforced)
             .map_err(|e| bad(format!("tools: {name}'s parameters: {e}")))?;
     }
-    let grammar = tools::hermes_grammar(&tools.callable, tools.parallel)
+    let grammar = tools::grammar(syntax, &tools.callable, tools.parallel)
         .map_err(|e| bad(format!("tools: {e}")))?;
     let triggers = if tools.forced {
         Vec::new()
     } else {
-        vec![crate::runner::template::HERMES_OPEN.to_string()]
+        tools::openers(syntax)
+            .iter()
+            .map(|o| (*o).to_string())
+            .collect()
     };
     crate::runner::batch::grammar_sampler(engine.model(), &grammar, &triggers).map_err(|e| {
         bad(format!(

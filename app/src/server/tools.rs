@@ -1,6 +1,7 @@
-//! Tool calls in the Hermes syntax (Qwen2.5, Qwen3, Hermes 2/3 and the
-//! `hermes` template asset): what the model may write, as a grammar, and
-//! what it wrote, as OpenAI's `tool_calls`.
+//! Tool calls in the syntaxes the server parses: Hermes (Qwen2.5, Qwen3,
+//! Hermes 2/3 and the `hermes` template asset) and Llama 3.x's JSON (Llama
+//! 3.1–3.3's own templates and the `llama3` asset): what the model may
+//! write, as a grammar, and what it wrote, as OpenAI's `tool_calls`.
 //!
 //! llama.cpp's own chat layer (`common_chat_templates_apply`) would do this
 //! for every family, but it renders with llama.cpp's Jinja, which has no
@@ -11,23 +12,36 @@
 
 use serde_json::{Value, json};
 
-use crate::runner::template::{HERMES_CLOSE, HERMES_OPEN};
+use crate::runner::template::{HERMES_CLOSE, HERMES_OPEN, ToolSyntax};
 
 use super::openai::Schema;
 
-/// The grammar for Hermes tool calls to `callable` (name, parameters):
-/// one `<tool_call>{"name": …, "arguments": …}</tool_call>` block, or with
-/// `parallel` one or more, each a call to one of the functions with
-/// arguments valid for its schema. The grammar's text is llama.cpp's
-/// converter's, from a schema written with `name` before `arguments` (the
-/// order the templates show the model).
+/// The grammar for tool calls to `callable` (name, parameters) in
+/// `syntax`, each a call to one of the functions with arguments valid for
+/// its schema:
+/// - Hermes: one `<tool_call>{"name": …, "arguments": …}</tool_call>`
+///   block, or with `parallel` one or more;
+/// - Llama 3.x: one `{"name": …, "parameters": …}` object, the whole
+///   answer (its templates show the model one call per turn; `parallel`
+///   cannot ask for more).
+///
+/// The call's grammar is llama.cpp's converter's, from a schema written
+/// with `name` first (the order the templates show the model).
 ///
 /// # Errors
 /// The converter refused the schema.
-pub fn hermes_grammar(callable: &[(String, Schema)], parallel: bool) -> Result<String, String> {
+pub fn grammar(
+    syntax: ToolSyntax,
+    callable: &[(String, Schema)],
+    parallel: bool,
+) -> Result<String, String> {
+    let arguments = match syntax {
+        ToolSyntax::Hermes => "arguments",
+        ToolSyntax::Llama3Json => "parameters",
+    };
     let one = |(name, params): &(String, Schema)| {
         format!(
-            r#"{{"type":"object","properties":{{"name":{{"const":{}}},"arguments":{}}},"required":["name","arguments"],"additionalProperties":false}}"#,
+            r#"{{"type":"object","properties":{{"name":{{"const":{}}},"{arguments}":{}}},"required":["name","{arguments}"],"additionalProperties":false}}"#,
             json!(name),
             params.text
         )
@@ -49,13 +63,39 @@ pub fn hermes_grammar(callable: &[(String, Schema)], parallel: bool) -> Result<S
         })
         .collect::<Vec<_>>()
         .join("\n");
-    let block = format!(r#""{HERMES_OPEN}" "\n"? tool-call "\n"? "{HERMES_CLOSE}""#);
-    let root = if parallel {
-        format!(r#"root ::= {block} ( "\n"? {block} )*"#)
-    } else {
-        format!("root ::= {block}")
+    let root = match syntax {
+        ToolSyntax::Hermes => {
+            let block = format!(r#""{HERMES_OPEN}" "\n"? tool-call "\n"? "{HERMES_CLOSE}""#);
+            if parallel {
+                format!(r#"root ::= {block} ( "\n"? {block} )*"#)
+            } else {
+                format!("root ::= {block}")
+            }
+        }
+        ToolSyntax::Llama3Json => "root ::= tool-call".to_string(),
     };
     Ok(format!("{root}\n{call}\n"))
+}
+
+/// Where a call in `syntax` starts in the text, for a lazy grammar (`auto`)
+/// to take over from and for a stream to hold back from.
+#[must_use]
+pub fn openers(syntax: ToolSyntax) -> &'static [&'static str] {
+    match syntax {
+        ToolSyntax::Hermes => &[HERMES_OPEN],
+        // What llama.cpp's Llama 3.x handler triggers on: the object's
+        // first key, with or without a space.
+        ToolSyntax::Llama3Json => &[r#"{"name""#, r#"{ "name""#],
+    }
+}
+
+/// Split an answer into its text and the calls it holds in `syntax`.
+#[must_use]
+pub fn parse(syntax: ToolSyntax, text: &str) -> (String, Vec<Call>) {
+    match syntax {
+        ToolSyntax::Hermes => parse_hermes(text),
+        ToolSyntax::Llama3Json => parse_llama3(text),
+    }
 }
 
 /// A call the model wrote.
@@ -110,29 +150,95 @@ pub fn parse_hermes(text: &str) -> (String, Vec<Call>) {
     (content, calls)
 }
 
+/// Split a Llama 3.x answer into its text and its calls: each JSON object
+/// with a string `name` and an object `parameters` (or `arguments`) is a
+/// call, optionally after the `<|python_tag|>` the model may write first;
+/// the rest is content. A cut-short object stays in the content.
+#[must_use]
+pub fn parse_llama3(text: &str) -> (String, Vec<Call>) {
+    const PYTHON_TAG: &str = "<|python_tag|>";
+    let mut content = String::new();
+    let mut calls = Vec::new();
+    let mut rest = text;
+    while let Some(open) = rest.find('{') {
+        let mut objects = serde_json::Deserializer::from_str(&rest[open..]).into_iter::<Value>();
+        let call = match objects.next() {
+            Some(Ok(v)) => {
+                let args = v.get("parameters").or_else(|| v.get("arguments"));
+                match (v.get("name").and_then(Value::as_str), args) {
+                    (Some(name), Some(args)) if args.is_object() => Some((
+                        Call {
+                            name: name.to_string(),
+                            arguments: args.to_string(),
+                        },
+                        objects.byte_offset(),
+                    )),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        match call {
+            Some((c, len)) => {
+                let before = rest[..open].trim_end();
+                content.push_str(before.strip_suffix(PYTHON_TAG).unwrap_or(before));
+                calls.push(c);
+                rest = rest[open + len..].trim_start_matches([';', ' ', '\n']);
+            }
+            None => {
+                content.push_str(&rest[..=open]);
+                rest = &rest[open + 1..];
+            }
+        }
+    }
+    content.push_str(rest);
+    let content = if calls.is_empty() {
+        content
+    } else {
+        content.trim().to_string()
+    };
+    (content, calls)
+}
+
 /// Streamed text while tools are offered: text passes until a tool call
-/// opens (a part of the opening tag at the end is held back); from there
-/// on it is kept, to be parsed into calls at the end.
-#[derive(Debug, Default)]
+/// opens (a part of an opening at the end is held back); from there on it
+/// is kept, to be parsed into calls at the end.
+#[derive(Debug)]
 pub struct ToolSplit {
+    syntax: ToolSyntax,
     held: String,
     calling: bool,
 }
 
 impl ToolSplit {
+    /// A split of calls written in `syntax`.
+    #[must_use]
+    pub fn new(syntax: ToolSyntax) -> Self {
+        ToolSplit {
+            syntax,
+            held: String::new(),
+            calling: false,
+        }
+    }
+
     /// The text of `piece` that can go out now as content.
     pub fn push(&mut self, piece: &str) -> String {
         self.held.push_str(piece);
         if self.calling {
             return String::new();
         }
-        if let Some(i) = self.held.find(HERMES_OPEN) {
+        let openers = openers(self.syntax);
+        if let Some(i) = openers.iter().filter_map(|o| self.held.find(o)).min() {
             self.calling = true;
             let out = self.held[..i].to_string();
             self.held.drain(..i);
             return out;
         }
-        let keep = partial_suffix(&self.held, HERMES_OPEN);
+        let keep = openers
+            .iter()
+            .map(|o| partial_suffix(&self.held, o))
+            .max()
+            .unwrap_or(0);
         let cut = self.held.len() - keep;
         let out = self.held[..cut].to_string();
         self.held.drain(..cut);
@@ -142,8 +248,7 @@ impl ToolSplit {
     /// At the end: the content still held and the calls.
     pub fn finish(&mut self) -> (String, Vec<Call>) {
         let held = std::mem::take(&mut self.held);
-        let (content, calls) = parse_hermes(&held);
-        (content, calls)
+        parse(self.syntax, &held)
     }
 }
 
@@ -212,7 +317,7 @@ mod tests {
 
     #[test]
     fn streamed_text_stops_at_the_call_even_with_the_tag_split() {
-        let mut s = ToolSplit::default();
+        let mut s = ToolSplit::new(ToolSyntax::Hermes);
         let mut out = String::new();
         for piece in [
             "Sure",
@@ -233,10 +338,74 @@ mod tests {
             }]
         );
         // A "<" that opens no call is let through.
-        let mut s = ToolSplit::default();
+        let mut s = ToolSplit::new(ToolSyntax::Hermes);
         assert_eq!(s.push("1 <"), "1 ");
         assert_eq!(s.push(" 2"), "< 2");
         assert_eq!(s.finish(), (String::new(), vec![]));
+    }
+
+    #[test]
+    fn llama3_calls_are_parsed_streamed_and_the_rest_is_content() {
+        let text = r#"<|python_tag|>{"name": "get_weather", "parameters": {"city": "Paris", "unit": "celsius"}}"#;
+        assert_eq!(
+            parse_llama3(text),
+            (
+                String::new(),
+                vec![Call {
+                    name: "get_weather".into(),
+                    arguments: r#"{"city":"Paris","unit":"celsius"}"#.into()
+                }]
+            )
+        );
+        // Two calls, `arguments` too; text before them is content.
+        let two = r#"Checking. {"name": "f", "parameters": {}}; {"name": "g", "arguments": {"a": 1}}"#;
+        let (content, calls) = parse_llama3(two);
+        assert_eq!(content, "Checking.");
+        assert_eq!(calls.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["f", "g"]);
+        // JSON that is not a call, a cut-short call, braces in prose: content.
+        for plain in [
+            r#"{"city": "Paris"}"#,
+            r#"{"name": "f", "parame"#,
+            "a {b} c",
+            r#"{"name": "f", "parameters": 3}"#,
+        ] {
+            assert_eq!(parse_llama3(plain), (plain.to_string(), vec![]), "{plain}");
+        }
+        // Streamed: held from the opening, even split across pieces.
+        let mut s = ToolSplit::new(ToolSyntax::Llama3Json);
+        let mut out = String::new();
+        for piece in ["Sure {", "\"na", "me\": \"f\", \"parameters\": {}}"] {
+            out.push_str(&s.push(piece));
+        }
+        assert_eq!(out, "Sure ");
+        assert_eq!(
+            s.finish(),
+            (
+                String::new(),
+                vec![Call {
+                    name: "f".into(),
+                    arguments: "{}".into()
+                }]
+            )
+        );
+        // Braces that open no call go out.
+        let mut s = ToolSplit::new(ToolSyntax::Llama3Json);
+        assert_eq!(s.push("x = {"), "x = ");
+        assert_eq!(s.push("1}"), "{1}");
+    }
+
+    #[test]
+    fn grammars_are_made_for_both_syntaxes() {
+        let params = Schema {
+            value: json!({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}),
+            text: r#"{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]}"#.into(),
+        };
+        let callable = [("f".to_string(), params)];
+        let hermes = grammar(ToolSyntax::Hermes, &callable, true).expect("hermes");
+        assert!(hermes.starts_with(r#"root ::= "<tool_call>""#), "{hermes}");
+        let llama = grammar(ToolSyntax::Llama3Json, &callable, true).expect("llama3");
+        assert!(llama.starts_with("root ::= tool-call\n"), "{llama}");
+        assert!(llama.contains("parameters"), "{llama}");
     }
 
     #[test]

@@ -963,10 +963,22 @@ fn response_formats_are_enforced_or_refused_by_name() {
 
 #[test]
 fn tool_calls_are_constrained_parsed_and_streamed_with_the_hermes_template() {
+    tool_calls_with_template("hermes");
+}
+
+/// The same requests in Llama 3.1's syntax (`{"name": …, "parameters": …}`
+/// as the whole answer, results in the `ipython` role), through the
+/// `llama3` asset, which renders tools as Meta's template does.
+#[test]
+fn tool_calls_are_constrained_parsed_and_streamed_with_the_llama3_template() {
+    tool_calls_with_template("llama3");
+}
+
+fn tool_calls_with_template(template: &str) {
     let _gate = one_at_a_time();
     let server = Server::start(
         instruct(),
-        &["-c", "4096", "--parallel", "1", "--chat-template", "hermes"],
+        &["-c", "4096", "--parallel", "1", "--chat-template", template],
     );
     let found = client(&server.url, &["tools"], Duration::from_secs(300));
     drop(server);

@@ -229,10 +229,19 @@ impl ChatFormat {
         match choice {
             TemplateChoice::Name(name) => {
                 if llama::builtin_names().iter().any(|n| n == name) {
-                    make(
+                    let mut format = make(
                         Engine::Llama(name.clone()),
                         format!("llama.cpp built-in '{name}'"),
-                    )
+                    )?;
+                    // A plain chat is llama.cpp's own; the asset of the same
+                    // name, where it renders tools (`llama3`), renders a
+                    // request that brings them.
+                    if let Some(src) = asset(name) {
+                        format.tools = jinja(&format!("assets/templates/{name}.jinja"), src)
+                            .ok()
+                            .filter(renders_tools);
+                    }
+                    Ok(format)
                 } else if let Some(src) = asset(name) {
                     let path = format!("assets/templates/{name}.jinja");
                     make(jinja(&path, src)?, path)
@@ -351,7 +360,7 @@ impl ChatFormat {
     /// The template renders no tools, or writes calls in a syntax the server
     /// does not parse.
     pub fn tool_syntax(&self) -> Result<ToolSyntax, String> {
-        let hint = "start the server with --chat-template hermes (ChatML with tools, as Qwen's) or a tool-capable Jinja file";
+        let hint = "start the server with --chat-template hermes (ChatML with tools, as Qwen's), --chat-template llama3 (Llama 3.1's JSON calls) or a tool-capable Jinja file";
         let Some(Engine::Jinja { env, name }) = &self.tools else {
             return Err(format!(
                 "this model's chat template ({}) has no tools: {hint}",
@@ -364,9 +373,13 @@ impl ChatFormat {
             .unwrap_or_default();
         if src.contains(HERMES_OPEN) {
             Ok(ToolSyntax::Hermes)
+        } else if src.contains("<|start_header_id|>") && src.contains("ipython") {
+            // Llama 3.1–3.3's templates: tool results come back in the
+            // `ipython` role, calls are `{"name": …, "parameters": …}`.
+            Ok(ToolSyntax::Llama3Json)
         } else {
             Err(format!(
-                "this model's chat template ({}) writes tool calls in a syntax this server does not parse yet (it parses <tool_call> JSON, as Qwen's and Hermes' templates write): {hint}",
+                "this model's chat template ({}) writes tool calls in a syntax this server does not parse yet (it parses <tool_call> JSON, as Qwen's and Hermes' templates write, and Llama 3.x's JSON calls): {hint}",
                 self.describe()
             ))
         }
@@ -533,6 +546,9 @@ pub enum ToolSyntax {
     /// `<tool_call>{"name": …, "arguments": {…}}</tool_call>`, one block per
     /// call (Qwen2.5, Qwen3, Hermes 2/3, the `hermes` asset).
     Hermes,
+    /// `{"name": …, "parameters": {…}}` as the whole answer, results in the
+    /// `ipython` role (Llama 3.1–3.3, the `llama3` asset).
+    Llama3Json,
 }
 
 /// Whether a Jinja template mentions `tools` (so renders them).
@@ -709,6 +725,40 @@ mod tests {
                 .expect_err("no tools")
                 .contains("--chat-template hermes")
         );
+    }
+
+    #[test]
+    fn the_llama3_asset_renders_tools_calls_and_results_as_llama_3_1_does() {
+        let f = ChatFormat::resolve(
+            &TemplateChoice::Name("llama3".into()),
+            None,
+            "llama",
+            "<|begin_of_text|>",
+            "",
+        )
+        .expect("llama3");
+        assert_eq!(f.tool_syntax(), Ok(ToolSyntax::Llama3Json));
+        let tools = serde_json::json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]);
+        let mut call = Message::assistant("");
+        call.tool_calls = Some(vec![
+            serde_json::json!({"type": "function", "function": {"name": "f", "arguments": {"q": 1}}}),
+        ]);
+        let mut result = Message::new("tool", "2");
+        result.tool_call_id = Some("c1".into());
+        let text = f
+            .render_with_tools(&[Message::user("U"), call, result], &tools)
+            .expect("renders");
+        let want = concat!(
+            "<|start_header_id|>user<|end_header_id|>\n\n",
+            "Given the following functions, please respond with a JSON for a function call with its proper arguments that best answers the given prompt.\n\n",
+            "Respond in the format {\"name\": function name, \"parameters\": dictionary of argument name and its value}.Do not use variables.\n\n",
+            "{\n    \"type\": \"function\",\n    \"function\": {\n        \"name\": \"f\",\n        \"parameters\": {\n            \"type\": \"object\"\n        }\n    }\n}\n\n",
+            "U<|eot_id|>",
+            "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"f\", \"parameters\": {\"q\": 1}}<|eot_id|>",
+            "<|start_header_id|>ipython<|end_header_id|>\n\n2<|eot_id|>",
+            "<|start_header_id|>assistant<|end_header_id|>\n\n",
+        );
+        assert_eq!(text, want);
     }
 
     #[test]
