@@ -522,7 +522,9 @@ async fn chat_completions(
         };
         let engine = Arc::clone(&loaded.engine);
         let messages = req.messages;
-        let split = req.split_reasoning && state.config.reasoning && format.thinks();
+        let split = req.split_reasoning && state.config.reasoning;
+        let harmony = split && format.harmony();
+        let split = split && (harmony || format.thinks());
         let answer = req.format;
         let tools = req.tools;
         let mut params = req.params;
@@ -550,7 +552,13 @@ async fn chat_completions(
                 crate::runner::prompt::tokenize_prompt(&engine, &text).map_err(|e| bad(&e))?;
             // The template may open the tag itself (DeepSeek-R1's does).
             let opened = text.trim_end().ends_with(openai::THINK_OPEN);
-            let split = split.then(|| ReasoningSplit::new(opened));
+            let split = split.then(|| {
+                if harmony {
+                    ReasoningSplit::harmony()
+                } else {
+                    ReasoningSplit::new(opened)
+                }
+            });
             Ok::<_, ApiError>((tokens, format.stop_strings(), split, constraint, calling))
         })
         .await

@@ -970,7 +970,28 @@ pub const THINK_CLOSE: &str = "</think>";
 pub struct ReasoningSplit {
     state: Think,
     held: String,
+    /// gpt-oss's channels instead of tags (see [`ReasoningSplit::harmony`]).
+    harmony: Option<Channel>,
 }
+
+/// The Harmony channel a gpt-oss answer is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Channel {
+    /// Between messages: a header (`<|channel|>analysis<|message|>`,
+    /// `<|start|>assistant…`) is being read.
+    Header,
+    /// `analysis`: reasoning.
+    Analysis,
+    /// `final`, `commentary` or text outside any channel: content.
+    Content,
+}
+
+/// gpt-oss's message markers. llama.cpp prints these (it marks them
+/// user-defined); `<|end|>`, a control token, prints as nothing, and
+/// `<|return|>`/`<|call|>` end the generation.
+const HARMONY_START: &str = "<|start|>";
+const HARMONY_CHANNEL: &str = "<|channel|>";
+const HARMONY_MESSAGE: &str = "<|message|>";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Think {
@@ -991,12 +1012,95 @@ impl ReasoningSplit {
         ReasoningSplit {
             state: if opened { Think::In } else { Think::Start },
             held: String::new(),
+            harmony: None,
         }
+    }
+
+    /// For gpt-oss's Harmony format, as llama-server's reasoning parser
+    /// takes it: the answer is a run of messages,
+    /// `<|channel|>analysis<|message|>…` then
+    /// `<|start|>assistant<|channel|>final<|message|>…`; the `analysis`
+    /// channel is reasoning, the `final` (and `commentary`) channel content,
+    /// and the headers are neither. Text before any header is content.
+    #[must_use]
+    pub fn harmony() -> ReasoningSplit {
+        ReasoningSplit {
+            state: Think::Out,
+            held: String::new(),
+            harmony: Some(Channel::Header),
+        }
+    }
+
+    /// [`ReasoningSplit::push`] for Harmony.
+    fn push_harmony(&mut self, at: Channel) -> (String, String) {
+        let (mut reasoning, mut content) = (String::new(), String::new());
+        let mut at = at;
+        loop {
+            if at == Channel::Header {
+                let t = self.held.trim_start();
+                let header = t.starts_with(HARMONY_START) || t.starts_with(HARMONY_CHANNEL);
+                if !header {
+                    if !t.is_empty()
+                        && (HARMONY_START.starts_with(t) || HARMONY_CHANNEL.starts_with(t))
+                    {
+                        break;
+                    }
+                    // Not a header: plain text until the next one.
+                    at = Channel::Content;
+                    continue;
+                }
+                let Some(i) = self.held.find(HARMONY_MESSAGE) else {
+                    break;
+                };
+                let head = &self.held[..i];
+                let channel = head
+                    .rfind(HARMONY_CHANNEL)
+                    .map(|c| &head[c + HARMONY_CHANNEL.len()..])
+                    .unwrap_or("");
+                at = if channel.trim_start().starts_with("analysis") {
+                    Channel::Analysis
+                } else {
+                    Channel::Content
+                };
+                self.held.drain(..i + HARMONY_MESSAGE.len());
+                continue;
+            }
+            let out = if at == Channel::Analysis {
+                &mut reasoning
+            } else {
+                &mut content
+            };
+            // The body runs to the next message's header.
+            let next = [HARMONY_START, HARMONY_CHANNEL]
+                .iter()
+                .filter_map(|m| self.held.find(m))
+                .min();
+            if let Some(j) = next {
+                out.push_str(&self.held[..j]);
+                self.held.drain(..j);
+                at = Channel::Header;
+                continue;
+            }
+            let keep = [HARMONY_START, HARMONY_CHANNEL]
+                .iter()
+                .map(|m| partial_suffix(&self.held, m))
+                .max()
+                .unwrap_or(0);
+            let cut = self.held.len() - keep;
+            out.push_str(&self.held[..cut]);
+            self.held.drain(..cut);
+            break;
+        }
+        self.harmony = Some(at);
+        (reasoning, content)
     }
 
     /// The next piece of the answer: (reasoning, content) safe to send.
     pub fn push(&mut self, piece: &str) -> (String, String) {
         self.held.push_str(piece);
+        if let Some(at) = self.harmony {
+            return self.push_harmony(at);
+        }
         let (mut reasoning, mut content) = (String::new(), String::new());
         loop {
             match self.state {
@@ -1047,6 +1151,13 @@ impl ReasoningSplit {
     /// stays reasoning, as llama-server reports it).
     pub fn finish(&mut self) -> (String, String) {
         let held = std::mem::take(&mut self.held);
+        match self.harmony {
+            // A header cut short is neither reasoning nor content.
+            Some(Channel::Header) => return (String::new(), String::new()),
+            Some(Channel::Analysis) => return (held, String::new()),
+            Some(Channel::Content) => return (String::new(), held),
+            None => {}
+        }
         match self.state {
             Think::In => (held, String::new()),
             Think::After => (String::new(), String::new()),
@@ -1341,6 +1452,54 @@ mod tests {
         }
         let (a, b) = s.finish();
         (r + &a, c + &b)
+    }
+
+    fn harmony_all(pieces: &[&str]) -> (String, String) {
+        let mut s = ReasoningSplit::harmony();
+        let (mut r, mut c) = (String::new(), String::new());
+        for p in pieces {
+            let (a, b) = s.push(p);
+            r.push_str(&a);
+            c.push_str(&b);
+        }
+        let (a, b) = s.finish();
+        (r + &a, c + &b)
+    }
+
+    /// gpt-oss's answer as llama.cpp prints it (`<|end|>` is a control
+    /// token and prints as nothing).
+    #[test]
+    fn harmony_analysis_is_reasoning_and_final_is_content() {
+        let text = "<|channel|>analysis<|message|>User asks 2+2. Answer 4.<|start|>assistant<|channel|>final<|message|>2 + 2 = 4.";
+        let want = ("User asks 2+2. Answer 4.".to_string(), "2 + 2 = 4.".to_string());
+        assert_eq!(harmony_all(&[text]), want);
+        // One character a piece: markers split anywhere.
+        let chars: Vec<String> = text.chars().map(String::from).collect();
+        let refs: Vec<&str> = chars.iter().map(String::as_str).collect();
+        assert_eq!(harmony_all(&refs), want);
+        // Straight to the final channel; a commentary preamble is content.
+        assert_eq!(
+            harmony_all(&["<|channel|>final<|message|>Hi."]),
+            (String::new(), "Hi.".to_string())
+        );
+        assert_eq!(
+            harmony_all(&["<|channel|>commentary<|message|>Looking.<|start|>assistant<|channel|>final<|message|>Done."]),
+            (String::new(), "Looking.Done.".to_string())
+        );
+        // No header at all: content as written; a "<" that opens none too.
+        assert_eq!(
+            harmony_all(&["Plain <b>text</b>"]),
+            (String::new(), "Plain <b>text</b>".to_string())
+        );
+        // Cut short in the analysis: reasoning; in a header: nothing.
+        assert_eq!(
+            harmony_all(&["<|channel|>analysis<|message|>thinking <|sta"]),
+            ("thinking <|sta".to_string(), String::new())
+        );
+        assert_eq!(
+            harmony_all(&["<|channel|>analysis<|message|>a<|start|>assistant<|chan"]),
+            ("a".to_string(), String::new())
+        );
     }
 
     #[test]

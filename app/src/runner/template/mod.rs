@@ -417,6 +417,20 @@ impl ChatFormat {
         }
     }
 
+    /// Whether the model answers in gpt-oss's Harmony channels
+    /// (`<|channel|>analysis<|message|>…`): its template mentions
+    /// `<|channel|>`, or it is llama.cpp's built-in `gpt-oss`.
+    #[must_use]
+    pub fn harmony(&self) -> bool {
+        let tag = "<|channel|>";
+        match &self.engine {
+            Engine::Llama(text) => text == "gpt-oss" || text.contains(tag),
+            Engine::Jinja { env, name } => env
+                .get_template(name)
+                .is_ok_and(|t| t.source().contains(tag)),
+        }
+    }
+
     /// The end-of-turn text: what the template writes right after an
     /// assistant reply, when it is a known marker or the EOS text.
     ///
