@@ -641,7 +641,7 @@ fn tool_grammar(
     let triggers = if tools.forced {
         Vec::new()
     } else {
-        tools::openers(syntax)
+        tools::triggers(syntax)
             .iter()
             .map(|o| (*o).to_string())
             .collect()

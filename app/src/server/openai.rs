@@ -992,6 +992,7 @@ enum Channel {
 const HARMONY_START: &str = "<|start|>";
 const HARMONY_CHANNEL: &str = "<|channel|>";
 const HARMONY_MESSAGE: &str = "<|message|>";
+const HARMONY_TO: &str = "to=functions.";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Think {
@@ -1038,11 +1039,11 @@ impl ReasoningSplit {
         loop {
             if at == Channel::Header {
                 let t = self.held.trim_start();
-                let header = t.starts_with(HARMONY_START) || t.starts_with(HARMONY_CHANNEL);
-                if !header {
-                    if !t.is_empty()
-                        && (HARMONY_START.starts_with(t) || HARMONY_CHANNEL.starts_with(t))
-                    {
+                // A call may open the answer with its recipient, right
+                // after the prompt's `<|start|>assistant`.
+                let heads = [HARMONY_START, HARMONY_CHANNEL, HARMONY_TO];
+                if !heads.iter().any(|h| t.starts_with(h)) {
+                    if !t.is_empty() && heads.iter().any(|h| h.starts_with(t)) {
                         break;
                     }
                     // Not a header: plain text until the next one.
@@ -1053,6 +1054,14 @@ impl ReasoningSplit {
                     break;
                 };
                 let head = &self.held[..i];
+                if head.contains(HARMONY_TO) {
+                    // A tool call: its header stays with it, for the
+                    // tool split to read the function's name.
+                    content.push_str(&self.held[..i + HARMONY_MESSAGE.len()]);
+                    self.held.drain(..i + HARMONY_MESSAGE.len());
+                    at = Channel::Content;
+                    continue;
+                }
                 let channel = head
                     .rfind(HARMONY_CHANNEL)
                     .map(|c| &head[c + HARMONY_CHANNEL.len()..])
@@ -1485,6 +1494,17 @@ mod tests {
         assert_eq!(
             harmony_all(&["<|channel|>commentary<|message|>Looking.<|start|>assistant<|channel|>final<|message|>Done."]),
             (String::new(), "Looking.Done.".to_string())
+        );
+        // A call's header goes to content whole, for the tool split.
+        let call = r#" to=functions.f<|channel|>commentary json<|message|>{"a": 1}"#;
+        assert_eq!(harmony_all(&[call]), (String::new(), call.to_string()));
+        let call = r#"<|channel|>analysis<|message|>Need f.<|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>{}"#;
+        assert_eq!(
+            harmony_all(&[call]),
+            (
+                "Need f.".to_string(),
+                "<|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>{}".to_string()
+            )
         );
         // No header at all: content as written; a "<" that opens none too.
         assert_eq!(

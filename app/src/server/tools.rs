@@ -1,7 +1,9 @@
 //! Tool calls in the syntaxes the server parses: Hermes (Qwen2.5, Qwen3,
-//! Hermes 2/3 and the `hermes` template asset) and Llama 3.x's JSON (Llama
-//! 3.1–3.3's own templates and the `llama3` asset): what the model may
-//! write, as a grammar, and what it wrote, as OpenAI's `tool_calls`.
+//! Hermes 2/3 and the `hermes` template asset), Llama 3.x's JSON (Llama
+//! 3.1–3.3's own templates and the `llama3` asset) and gpt-oss's Harmony
+//! (`<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>`
+//! and the arguments): what the model may write, as a grammar, and what it
+//! wrote, as OpenAI's `tool_calls`.
 //!
 //! llama.cpp's own chat layer (`common_chat_templates_apply`) would do this
 //! for every family, but it renders with llama.cpp's Jinja, which has no
@@ -38,6 +40,7 @@ pub fn grammar(
     let arguments = match syntax {
         ToolSyntax::Hermes => "arguments",
         ToolSyntax::Llama3Json => "parameters",
+        ToolSyntax::Harmony => return harmony_grammar(callable),
     };
     let one = |(name, params): &(String, Schema)| {
         format!(
@@ -72,9 +75,93 @@ pub fn grammar(
                 format!("root ::= {block}")
             }
         }
-        ToolSyntax::Llama3Json => "root ::= tool-call".to_string(),
+        ToolSyntax::Llama3Json | ToolSyntax::Harmony => "root ::= tool-call".to_string(),
     };
     Ok(format!("{root}\n{call}\n"))
+}
+
+/// The function's name follows this in a Harmony call's header.
+const HARMONY_TO: &str = " to=functions.";
+
+/// Harmony's grammar: one call, its header in either order gpt-oss writes
+/// (`<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>`,
+/// or ` to=functions.NAME<|channel|>commentary json<|message|>` after the
+/// `<|start|>assistant` the prompt ends with), then arguments valid for that
+/// function's schema. Each function's arguments grammar is the converter's,
+/// its rules renamed apart so that a name goes only with its own schema.
+fn harmony_grammar(callable: &[(String, Schema)]) -> Result<String, String> {
+    let mut alternatives = Vec::new();
+    let mut rules = String::new();
+    for (i, (name, params)) in callable.iter().enumerate() {
+        let converted = crate::llama::grammar::schema_grammar(&params.text)?;
+        rules.push_str(&prefix_rules(&converted, &format!("f{i}-")));
+        rules.push('\n');
+        let quoted = json!(name).to_string();
+        let literal = |s: &str| json!(s).to_string();
+        alternatives.push(format!(
+            "{} {quoted} {} f{i}-root",
+            literal("<|channel|>commentary to=functions."),
+            literal(" <|constrain|>json<|message|>")
+        ));
+        alternatives.push(format!(
+            "{} {quoted} {} f{i}-root",
+            literal(HARMONY_TO),
+            literal("<|channel|>commentary json<|message|>")
+        ));
+    }
+    Ok(format!("root ::= {}\n{rules}", alternatives.join(" | ")))
+}
+
+/// `grammar` (GBNF) with every rule name, where defined and where used,
+/// given `prefix`: names outside string literals, character classes and
+/// comments.
+fn prefix_rules(grammar: &str, prefix: &str) -> String {
+    let mut out = String::with_capacity(grammar.len() * 2);
+    let mut chars = grammar.chars().peekable();
+    let is_name = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+    while let Some(c) = chars.next() {
+        match c {
+            '"' | '[' => {
+                let close = if c == '"' { '"' } else { ']' };
+                out.push(c);
+                while let Some(d) = chars.next() {
+                    out.push(d);
+                    if d == '\\' {
+                        if let Some(e) = chars.next() {
+                            out.push(e);
+                        }
+                    } else if d == close {
+                        break;
+                    }
+                }
+            }
+            '#' => {
+                out.push(c);
+                for d in chars.by_ref() {
+                    out.push(d);
+                    if d == '\n' {
+                        break;
+                    }
+                }
+            }
+            c if is_name(c) => {
+                let mut name = String::from(c);
+                while let Some(&d) = chars.peek().filter(|d| is_name(**d)) {
+                    name.push(d);
+                    chars.next();
+                }
+                // Repetition counts (`{1,2}`) are numbers, not names.
+                if name.chars().all(|d| d.is_ascii_digit()) {
+                    out.push_str(&name);
+                } else {
+                    out.push_str(prefix);
+                    out.push_str(&name);
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Where a call in `syntax` starts in the text, for a lazy grammar (`auto`)
@@ -86,6 +173,24 @@ pub fn openers(syntax: ToolSyntax) -> &'static [&'static str] {
         // What llama.cpp's Llama 3.x handler triggers on: the object's
         // first key, with or without a space.
         ToolSyntax::Llama3Json => &[r#"{"name""#, r#"{ "name""#],
+        // The headers as the answer holds them, `<|start|>assistant` and
+        // all (it is not content).
+        ToolSyntax::Harmony => &[
+            "<|start|>assistant<|channel|>commentary to=functions.",
+            "<|start|>assistant to=functions.",
+            "<|channel|>commentary to=functions.",
+            HARMONY_TO,
+        ],
+    }
+}
+
+/// The texts a lazy grammar (`auto`) takes over from: where the grammar
+/// of `syntax` starts.
+#[must_use]
+pub fn triggers(syntax: ToolSyntax) -> &'static [&'static str] {
+    match syntax {
+        ToolSyntax::Hermes | ToolSyntax::Llama3Json => openers(syntax),
+        ToolSyntax::Harmony => &["<|channel|>commentary to=functions.", HARMONY_TO],
     }
 }
 
@@ -95,7 +200,69 @@ pub fn parse(syntax: ToolSyntax, text: &str) -> (String, Vec<Call>) {
     match syntax {
         ToolSyntax::Hermes => parse_hermes(text),
         ToolSyntax::Llama3Json => parse_llama3(text),
+        ToolSyntax::Harmony => parse_harmony(text),
     }
+}
+
+/// Split a gpt-oss answer into its text and its Harmony calls: each
+/// `to=functions.NAME` header (with the `<|start|>assistant` or
+/// `<|channel|>commentary` around it) up to `<|message|>`, then the
+/// arguments, a JSON value. The header is not content; a call cut short
+/// stays in the content, as written.
+#[must_use]
+pub fn parse_harmony(text: &str) -> (String, Vec<Call>) {
+    const TO: &str = "to=functions.";
+    const MESSAGE: &str = "<|message|>";
+    let mut content = String::new();
+    let mut calls = Vec::new();
+    let mut rest = text;
+    while let Some(k) = rest.find(TO) {
+        // The header starts at the last marker before the name that no
+        // message body follows.
+        let body_end = rest[..k].rfind(MESSAGE).map_or(0, |m| m + MESSAGE.len());
+        let start = ["<|start|>", "<|channel|>"]
+            .iter()
+            .filter_map(|m| rest[body_end..k].find(m).map(|i| body_end + i))
+            .min()
+            .unwrap_or(k);
+        let after = &rest[k + TO.len()..];
+        let name_len = after
+            .find(|c: char| c.is_whitespace() || c == '<')
+            .unwrap_or(after.len());
+        let name = &after[..name_len];
+        let call = after[name_len..].find(MESSAGE).and_then(|m| {
+            let args = &after[name_len + m + MESSAGE.len()..];
+            let mut values = serde_json::Deserializer::from_str(args).into_iter::<Value>();
+            match values.next() {
+                Some(Ok(v)) if !name.is_empty() => Some((
+                    Call {
+                        name: name.to_string(),
+                        arguments: v.to_string(),
+                    },
+                    name_len + m + MESSAGE.len() + values.byte_offset(),
+                )),
+                _ => None,
+            }
+        });
+        match call {
+            Some((c, len)) => {
+                content.push_str(&rest[..start]);
+                calls.push(c);
+                rest = &after[len..];
+            }
+            None => {
+                content.push_str(&rest[..k + TO.len()]);
+                rest = after;
+            }
+        }
+    }
+    content.push_str(rest);
+    let content = if calls.is_empty() {
+        content
+    } else {
+        content.trim().to_string()
+    };
+    (content, calls)
 }
 
 /// A call the model wrote.
@@ -395,6 +562,48 @@ mod tests {
     }
 
     #[test]
+    fn harmony_calls_are_parsed_in_either_header_order() {
+        let want = vec![Call {
+            name: "get_weather".into(),
+            arguments: r#"{"city":"Paris"}"#.into(),
+        }];
+        for text in [
+            r#"<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris"}"#,
+            r#"<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"Paris"}"#,
+            r#" to=functions.get_weather<|channel|>commentary json<|message|>{"city":"Paris"}"#,
+        ] {
+            assert_eq!(parse_harmony(text), (String::new(), want.clone()), "{text}");
+        }
+        // Text before the call is content; a call cut short stays content.
+        let (content, calls) = parse_harmony(
+            r#"Let me look.<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"Paris"}"#,
+        );
+        assert_eq!((content.as_str(), calls), ("Let me look.", want));
+        let cut = "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"ci";
+        assert_eq!(parse_harmony(cut), (cut.to_string(), vec![]));
+        // Streamed: held from the header on.
+        let mut s = ToolSplit::new(ToolSyntax::Harmony);
+        let mut out = String::new();
+        for piece in ["Ok.", "<|channel|>comm", "entary to=functions.f <|constrain|>json<|message|>{}"] {
+            out.push_str(&s.push(piece));
+        }
+        assert_eq!(out, "Ok.");
+        assert_eq!(
+            s.finish(),
+            (String::new(), vec![Call { name: "f".into(), arguments: "{}".into() }])
+        );
+    }
+
+    #[test]
+    fn rule_names_are_prefixed_outside_literals_and_classes() {
+        let g = "root ::= \"{\" space a-kv \"}\" # root's\na-kv ::= \"\\\"a\\\"\" space [a-z\\]]{1,2}\nspace ::= | \" \"";
+        assert_eq!(
+            prefix_rules(g, "f0-"),
+            "f0-root ::= \"{\" f0-space f0-a-kv \"}\" # root's\nf0-a-kv ::= \"\\\"a\\\"\" f0-space [a-z\\]]{1,2}\nf0-space ::= | \" \""
+        );
+    }
+
+    #[test]
     fn grammars_are_made_for_both_syntaxes() {
         let params = Schema {
             value: json!({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}),
@@ -406,6 +615,12 @@ mod tests {
         let llama = grammar(ToolSyntax::Llama3Json, &callable, true).expect("llama3");
         assert!(llama.starts_with("root ::= tool-call\n"), "{llama}");
         assert!(llama.contains("parameters"), "{llama}");
+        let harmony = grammar(ToolSyntax::Harmony, &callable, false).expect("harmony");
+        assert!(harmony.contains("f0-root ::="), "{harmony}");
+        assert!(
+            harmony.contains(r#""<|channel|>commentary to=functions." "f" " <|constrain|>json<|message|>" f0-root"#),
+            "{harmony}"
+        );
     }
 
     #[test]

@@ -974,6 +974,16 @@ fn tool_calls_are_constrained_parsed_and_streamed_with_the_llama3_template() {
     tool_calls_with_template("llama3");
 }
 
+/// And in gpt-oss's Harmony syntax (`<|channel|>commentary
+/// to=functions.NAME <|constrain|>json<|message|>{…}`), through a small
+/// Harmony template (`harmony.jinja` beside this file): the header never
+/// reaches `content`.
+#[test]
+fn tool_calls_are_constrained_parsed_and_streamed_with_a_harmony_template() {
+    let template = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/run/harmony.jinja");
+    tool_calls_with_template(template);
+}
+
 fn tool_calls_with_template(template: &str) {
     let _gate = one_at_a_time();
     let server = Server::start(

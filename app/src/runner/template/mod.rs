@@ -373,13 +373,16 @@ impl ChatFormat {
             .unwrap_or_default();
         if src.contains(HERMES_OPEN) {
             Ok(ToolSyntax::Hermes)
+        } else if src.contains("<|channel|>") && src.contains("functions") {
+            // gpt-oss's: calls in the commentary channel, `to=functions.NAME`.
+            Ok(ToolSyntax::Harmony)
         } else if src.contains("<|start_header_id|>") && src.contains("ipython") {
             // Llama 3.1–3.3's templates: tool results come back in the
             // `ipython` role, calls are `{"name": …, "parameters": …}`.
             Ok(ToolSyntax::Llama3Json)
         } else {
             Err(format!(
-                "this model's chat template ({}) writes tool calls in a syntax this server does not parse yet (it parses <tool_call> JSON, as Qwen's and Hermes' templates write, and Llama 3.x's JSON calls): {hint}",
+                "this model's chat template ({}) writes tool calls in a syntax this server does not parse yet (it parses <tool_call> JSON, as Qwen's and Hermes' templates write, Llama 3.x's JSON calls and gpt-oss's Harmony calls): {hint}",
                 self.describe()
             ))
         }
@@ -478,6 +481,15 @@ impl ChatFormat {
                 }
             }
         }
+        // gpt-oss ends each message of a turn with `<|end|>` (its analysis
+        // before its answer, too): only `<|return|>` (and `<|call|>`, both
+        // end-of-generation tokens) ends the turn.
+        if self.harmony() && stops.iter().any(|s| s == "<|end|>") {
+            stops.retain(|s| s != "<|end|>");
+            if !stops.iter().any(|s| s == "<|return|>") {
+                stops.push("<|return|>".to_string());
+            }
+        }
         Ok(stops)
     }
 
@@ -563,6 +575,9 @@ pub enum ToolSyntax {
     /// `{"name": …, "parameters": {…}}` as the whole answer, results in the
     /// `ipython` role (Llama 3.1–3.3, the `llama3` asset).
     Llama3Json,
+    /// gpt-oss's Harmony: `<|channel|>commentary to=functions.NAME
+    /// <|constrain|>json<|message|>{…}`, ended by `<|call|>`.
+    Harmony,
 }
 
 /// Whether a Jinja template mentions `tools` (so renders them).
