@@ -790,6 +790,25 @@ mod tests {
         assert_eq!(text, want);
     }
 
+    /// gpt-oss writes `<|end|>` after its analysis and goes on to its
+    /// answer: a Harmony template's turn ends at `<|return|>` only.
+    #[test]
+    fn a_harmony_template_ends_its_turn_at_return_not_end() {
+        let path = std::path::PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/run/harmony.jinja"
+        ));
+        let f = ChatFormat::resolve(&TemplateChoice::File(path), None, "gpt-oss", "", "")
+            .expect("harmony");
+        assert!(f.harmony());
+        assert_eq!(f.stop_strings(), ["<|return|>"]);
+        assert_eq!(f.tool_syntax(), Ok(ToolSyntax::Harmony));
+        let named = ChatFormat::resolve(&TemplateChoice::Name("gpt-oss".into()), None, "gpt-oss", "", "")
+            .expect("gpt-oss");
+        assert!(named.harmony());
+        assert!(!named.stop_strings().iter().any(|s| s == "<|end|>"));
+    }
+
     #[test]
     fn fold_system_prefixes_the_first_user_turn() {
         let folded = fold_system(&[
