@@ -588,8 +588,10 @@ impl<'e> Scheduler<'e> {
     }
 }
 
-/// A sampler for `grammar` (root rule `root`): lazy, from the first of
-/// `triggers` the model writes, when there are any.
+/// A sampler for `grammar` (root rule `root`): lazy when there are
+/// `triggers`, regular expressions over the text generated so far (`^…$`
+/// to match all of it), the grammar taking over where the first match's
+/// first group starts.
 ///
 /// # Errors
 /// llama.cpp could not parse the grammar.
@@ -601,7 +603,7 @@ pub fn grammar_sampler(
     if triggers.is_empty() {
         LlamaSampler::grammar(model, grammar, "root")
     } else {
-        LlamaSampler::grammar_lazy(model, grammar, "root", triggers, &[])
+        LlamaSampler::grammar_lazy_patterns(model, grammar, "root", triggers, &[])
     }
 }
 

@@ -94,8 +94,9 @@ pub struct GenOptions {
     /// A GBNF grammar (root rule `root`) every generated token must keep
     /// to, e.g. from a `response_format` schema; checked before it gets here.
     pub grammar: Option<String>,
-    /// With these, the grammar is lazy: it applies from the first of them
-    /// the model writes (a tool call's opening tag), not from the start.
+    /// With these (regular expressions over the text generated so far),
+    /// the grammar is lazy: it applies from where the first one matches (a
+    /// tool call's opening), not from the start.
     pub grammar_triggers: Vec<String>,
 }
 

@@ -528,41 +528,42 @@ async fn chat_completions(
         let answer = req.format;
         let tools = req.tools;
         let mut params = req.params;
-        let (tokens, stops, split, (grammar, triggers), calling) = tokio::task::spawn_blocking(move || {
-            let bad = |e: &dyn std::fmt::Display| ApiError::bad_request(format!("{e:#}"));
-            let mut constraint = (answer_grammar(&engine, &answer)?, Vec::new());
-            let history = messages
-                .iter()
-                .any(|m| m.role == "tool" || m.tool_calls.is_some());
-            let mut calling = None;
-            let text = if let Some(tools) = &tools {
-                constraint = tool_grammar(&engine, &format, tools)?;
-                calling = format.tool_syntax().ok();
-                format.render_with_tools(&messages, &tools.list)
-            } else if history {
-                // A conversation with calls in it, tools no longer offered
-                // (`tool_choice: none`): the template that renders them.
-                format.tool_syntax().map_err(|e| bad(&e))?;
-                format.render_with_tools(&messages, &json!([]))
-            } else {
-                format.render(&messages, true)
-            }
-            .map_err(|e| bad(&e))?;
-            let tokens =
-                crate::runner::prompt::tokenize_prompt(&engine, &text).map_err(|e| bad(&e))?;
-            // The template may open the tag itself (DeepSeek-R1's does).
-            let opened = text.trim_end().ends_with(openai::THINK_OPEN);
-            let split = split.then(|| {
-                if harmony {
-                    ReasoningSplit::harmony()
+        let (tokens, stops, split, (grammar, triggers), calling) =
+            tokio::task::spawn_blocking(move || {
+                let bad = |e: &dyn std::fmt::Display| ApiError::bad_request(format!("{e:#}"));
+                let mut constraint = (answer_grammar(&engine, &answer)?, Vec::new());
+                let history = messages
+                    .iter()
+                    .any(|m| m.role == "tool" || m.tool_calls.is_some());
+                let mut calling = None;
+                let text = if let Some(tools) = &tools {
+                    constraint = tool_grammar(&engine, &format, tools)?;
+                    calling = format.tool_syntax().ok();
+                    format.render_with_tools(&messages, &tools.list)
+                } else if history {
+                    // A conversation with calls in it, tools no longer offered
+                    // (`tool_choice: none`): the template that renders them.
+                    format.tool_syntax().map_err(|e| bad(&e))?;
+                    format.render_with_tools(&messages, &json!([]))
                 } else {
-                    ReasoningSplit::new(opened)
+                    format.render(&messages, true)
                 }
-            });
-            Ok::<_, ApiError>((tokens, format.stop_strings(), split, constraint, calling))
-        })
-        .await
-        .map_err(|e| internal(&e))??;
+                .map_err(|e| bad(&e))?;
+                let tokens =
+                    crate::runner::prompt::tokenize_prompt(&engine, &text).map_err(|e| bad(&e))?;
+                // The template may open the tag itself (DeepSeek-R1's does).
+                let opened = text.trim_end().ends_with(openai::THINK_OPEN);
+                let split = split.then(|| {
+                    if harmony {
+                        ReasoningSplit::harmony()
+                    } else {
+                        ReasoningSplit::new(opened)
+                    }
+                });
+                Ok::<_, ApiError>((tokens, format.stop_strings(), split, constraint, calling))
+            })
+            .await
+            .map_err(|e| internal(&e))??;
         params.grammar = grammar;
         params.grammar_triggers = triggers;
         Ok(((tokens, stops, split, calling), params))
@@ -642,9 +643,6 @@ fn tool_grammar(
         Vec::new()
     } else {
         tools::triggers(syntax)
-            .iter()
-            .map(|o| (*o).to_string())
-            .collect()
     };
     crate::runner::batch::grammar_sampler(engine.model(), &grammar, &triggers).map_err(|e| {
         bad(format!(

@@ -987,12 +987,18 @@ enum Channel {
 }
 
 /// gpt-oss's message markers. llama.cpp prints these (it marks them
-/// user-defined); `<|end|>`, a control token, prints as nothing, and
-/// `<|return|>`/`<|call|>` end the generation.
+/// user-defined, and `<|end|>` too); `<|return|>` and `<|call|>` end the
+/// generation.
 const HARMONY_START: &str = "<|start|>";
 const HARMONY_CHANNEL: &str = "<|channel|>";
 const HARMONY_MESSAGE: &str = "<|message|>";
 const HARMONY_TO: &str = "to=functions.";
+/// Ends a message; llama.cpp prints it for gpt-oss (it takes it off the
+/// end-of-generation list and marks it user-defined).
+const HARMONY_END: &str = "<|end|>";
+/// The longest header taken (`<|start|>assistant<|channel|>commentary
+/// to=functions.NAME <|constrain|>json`, with a long function name).
+const HARMONY_MAX_HEADER: usize = 160;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Think {
@@ -1039,19 +1045,40 @@ impl ReasoningSplit {
         loop {
             if at == Channel::Header {
                 let t = self.held.trim_start();
+                let ws = self.held.len() - t.len();
+                if t.starts_with(HARMONY_END) {
+                    // The end of the message before: nobody's text.
+                    self.held.drain(..ws + HARMONY_END.len());
+                    continue;
+                }
                 // A call may open the answer with its recipient, right
                 // after the prompt's `<|start|>assistant`.
                 let heads = [HARMONY_START, HARMONY_CHANNEL, HARMONY_TO];
-                if !heads.iter().any(|h| t.starts_with(h)) {
-                    if !t.is_empty() && heads.iter().any(|h| h.starts_with(t)) {
+                let Some(head) = heads.iter().find(|h| t.starts_with(**h)) else {
+                    if !t.is_empty() && heads.iter().chain([&HARMONY_END]).any(|h| h.starts_with(t))
+                    {
                         break;
                     }
                     // Not a header: plain text until the next one.
                     at = Channel::Content;
                     continue;
-                }
-                let Some(i) = self.held.find(HARMONY_MESSAGE) else {
-                    break;
+                };
+                // A header is short and on one line: text that opens like
+                // one but runs on (the model writing about Harmony, or an
+                // answer cut short) is content.
+                let header = self.held.find(HARMONY_MESSAGE).filter(|&i| {
+                    i >= ws && i - ws <= HARMONY_MAX_HEADER && !self.held[ws..i].contains('\n')
+                });
+                let Some(i) = header else {
+                    let open = self.held.len() - ws <= HARMONY_MAX_HEADER
+                        && !self.held[ws..].contains('\n');
+                    if open {
+                        break;
+                    }
+                    content.push_str(&self.held[..ws + head.len()]);
+                    self.held.drain(..ws + head.len());
+                    at = Channel::Content;
+                    continue;
                 };
                 let head = &self.held[..i];
                 if head.contains(HARMONY_TO) {
@@ -1079,18 +1106,24 @@ impl ReasoningSplit {
             } else {
                 &mut content
             };
-            // The body runs to the next message's header.
-            let next = [HARMONY_START, HARMONY_CHANNEL]
+            // The body runs to its `<|end|>` or the next message's header.
+            let markers = [HARMONY_END, HARMONY_START, HARMONY_CHANNEL];
+            let next = markers
                 .iter()
-                .filter_map(|m| self.held.find(m))
+                .filter_map(|m| self.held.find(m).map(|j| (j, *m)))
                 .min();
-            if let Some(j) = next {
+            if let Some((j, marker)) = next {
                 out.push_str(&self.held[..j]);
-                self.held.drain(..j);
+                let end = if marker == HARMONY_END {
+                    j + marker.len()
+                } else {
+                    j
+                };
+                self.held.drain(..end);
                 at = Channel::Header;
                 continue;
             }
-            let keep = [HARMONY_START, HARMONY_CHANNEL]
+            let keep = markers
                 .iter()
                 .map(|m| partial_suffix(&self.held, m))
                 .max()
@@ -1161,8 +1194,19 @@ impl ReasoningSplit {
     pub fn finish(&mut self) -> (String, String) {
         let held = std::mem::take(&mut self.held);
         match self.harmony {
-            // A header cut short is neither reasoning nor content.
-            Some(Channel::Header) => return (String::new(), String::new()),
+            // A header cut short is neither reasoning nor content; other
+            // text held there (a marker's first characters) is content.
+            Some(Channel::Header) => {
+                let t = held.trim_start();
+                let cut_header = [HARMONY_START, HARMONY_CHANNEL, HARMONY_TO, HARMONY_END]
+                    .iter()
+                    .any(|h| t.starts_with(h) || h.starts_with(t));
+                return if cut_header {
+                    (String::new(), String::new())
+                } else {
+                    (String::new(), held)
+                };
+            }
             Some(Channel::Analysis) => return (held, String::new()),
             Some(Channel::Content) => return (String::new(), held),
             None => {}
@@ -1475,12 +1519,15 @@ mod tests {
         (r + &a, c + &b)
     }
 
-    /// gpt-oss's answer as llama.cpp prints it (`<|end|>` is a control
-    /// token and prints as nothing).
+    /// gpt-oss's answer as llama.cpp prints it (`<|end|>` included: its
+    /// vocabulary marks it user-defined).
     #[test]
     fn harmony_analysis_is_reasoning_and_final_is_content() {
-        let text = "<|channel|>analysis<|message|>User asks 2+2. Answer 4.<|start|>assistant<|channel|>final<|message|>2 + 2 = 4.";
-        let want = ("User asks 2+2. Answer 4.".to_string(), "2 + 2 = 4.".to_string());
+        let text = "<|channel|>analysis<|message|>User asks 2+2. Answer 4.<|end|><|start|>assistant<|channel|>final<|message|>2 + 2 = 4.";
+        let want = (
+            "User asks 2+2. Answer 4.".to_string(),
+            "2 + 2 = 4.".to_string(),
+        );
         assert_eq!(harmony_all(&[text]), want);
         // One character a piece: markers split anywhere.
         let chars: Vec<String> = text.chars().map(String::from).collect();
@@ -1492,9 +1539,24 @@ mod tests {
             (String::new(), "Hi.".to_string())
         );
         assert_eq!(
-            harmony_all(&["<|channel|>commentary<|message|>Looking.<|start|>assistant<|channel|>final<|message|>Done."]),
+            harmony_all(&[
+                "<|channel|>commentary<|message|>Looking.<|end|><|start|>assistant<|channel|>final<|message|>Done."
+            ]),
             (String::new(), "Looking.Done.".to_string())
         );
+        // Without `<|end|>` (an older llama.cpp) the next header still ends it.
+        assert_eq!(
+            harmony_all(&[
+                "<|channel|>analysis<|message|>a<|start|>assistant<|channel|>final<|message|>b"
+            ]),
+            ("a".to_string(), "b".to_string())
+        );
+        // A marker in prose that opens no header, and one a long way from
+        // any `<|message|>`: content, nothing lost.
+        let prose = "Harmony uses <|start|> to open a message, and then\nmore <|message|> text.";
+        assert_eq!(harmony_all(&[prose]), (String::new(), prose.to_string()));
+        let cut = "Answer: <|channel|>";
+        assert_eq!(harmony_all(&[cut]), (String::new(), "Answer: ".to_string()));
         // A call's header goes to content whole, for the tool split.
         let call = r#" to=functions.f<|channel|>commentary json<|message|>{"a": 1}"#;
         assert_eq!(harmony_all(&[call]), (String::new(), call.to_string()));

@@ -144,19 +144,25 @@ fn prefix_rules(grammar: &str, prefix: &str) -> String {
                     }
                 }
             }
+            // A repetition count (`{1,2}`): numbers, not names (a rule may
+            // be named `1`, after a property).
+            '{' => {
+                out.push(c);
+                for d in chars.by_ref() {
+                    out.push(d);
+                    if d == '}' {
+                        break;
+                    }
+                }
+            }
             c if is_name(c) => {
                 let mut name = String::from(c);
                 while let Some(&d) = chars.peek().filter(|d| is_name(**d)) {
                     name.push(d);
                     chars.next();
                 }
-                // Repetition counts (`{1,2}`) are numbers, not names.
-                if name.chars().all(|d| d.is_ascii_digit()) {
-                    out.push_str(&name);
-                } else {
-                    out.push_str(prefix);
-                    out.push_str(&name);
-                }
+                out.push_str(prefix);
+                out.push_str(&name);
             }
             c => out.push(c),
         }
@@ -164,15 +170,14 @@ fn prefix_rules(grammar: &str, prefix: &str) -> String {
     out
 }
 
-/// Where a call in `syntax` starts in the text, for a lazy grammar (`auto`)
-/// to take over from and for a stream to hold back from.
+/// Where a call in `syntax` starts in the text, for a stream to hold back
+/// from. Llama 3.x's call is the whole answer: it opens only at the start
+/// (see [`ToolSplit`]).
 #[must_use]
 pub fn openers(syntax: ToolSyntax) -> &'static [&'static str] {
     match syntax {
         ToolSyntax::Hermes => &[HERMES_OPEN],
-        // What llama.cpp's Llama 3.x handler triggers on: the object's
-        // first key, with or without a space.
-        ToolSyntax::Llama3Json => &[r#"{"name""#, r#"{ "name""#],
+        ToolSyntax::Llama3Json => &["{", LLAMA3_PYTHON_TAG],
         // The headers as the answer holds them, `<|start|>assistant` and
         // all (it is not content).
         ToolSyntax::Harmony => &[
@@ -184,14 +189,46 @@ pub fn openers(syntax: ToolSyntax) -> &'static [&'static str] {
     }
 }
 
-/// The texts a lazy grammar (`auto`) takes over from: where the grammar
-/// of `syntax` starts.
+/// Llama 3.x writes it before a call to a built-in tool.
+const LLAMA3_PYTHON_TAG: &str = "<|python_tag|>";
+
+/// The trigger patterns of a lazy grammar (`auto`) in `syntax`, for
+/// llama.cpp's lazy grammar (regular expressions; the grammar takes over at
+/// the first group, where it starts): anywhere for Hermes' tag and Harmony's
+/// headers; for Llama 3.x only an answer that opens with the call, as
+/// llama.cpp's own handler triggers (a `{"name"` inside prose or code
+/// must not force a call).
 #[must_use]
-pub fn triggers(syntax: ToolSyntax) -> &'static [&'static str] {
+pub fn triggers(syntax: ToolSyntax) -> Vec<String> {
+    let anywhere = |words: &[&str]| {
+        let words: Vec<String> = words.iter().map(|w| regex_escape(w)).collect();
+        format!(r"[\s\S]*?({})[\s\S]*", words.join("|"))
+    };
     match syntax {
-        ToolSyntax::Hermes | ToolSyntax::Llama3Json => openers(syntax),
-        ToolSyntax::Harmony => &["<|channel|>commentary to=functions.", HARMONY_TO],
+        ToolSyntax::Hermes => vec![anywhere(&[HERMES_OPEN])],
+        ToolSyntax::Harmony => vec![anywhere(&[
+            "<|channel|>commentary to=functions.",
+            HARMONY_TO,
+        ])],
+        // The grammar's object accepts one space around its first key
+        // (the converter's `space` rule), so the pattern allows no more.
+        ToolSyntax::Llama3Json => vec![format!(
+            r#"^\s*(?:{})?(\{{ ?"name" ?: ?")[\s\S]*$"#,
+            regex_escape(LLAMA3_PYTHON_TAG)
+        )],
     }
+}
+
+/// `text` as a literal in an ECMAScript regular expression (std::regex).
+fn regex_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() * 2);
+    for c in text.chars() {
+        if "\\^$.|?*+()[]{}/-".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// Split an answer into its text and the calls it holds in `syntax`.
@@ -230,20 +267,29 @@ pub fn parse_harmony(text: &str) -> (String, Vec<Call>) {
             .find(|c: char| c.is_whitespace() || c == '<')
             .unwrap_or(after.len());
         let name = &after[..name_len];
-        let call = after[name_len..].find(MESSAGE).and_then(|m| {
-            let args = &after[name_len + m + MESSAGE.len()..];
-            let mut values = serde_json::Deserializer::from_str(args).into_iter::<Value>();
-            match values.next() {
-                Some(Ok(v)) if !name.is_empty() => Some((
-                    Call {
-                        name: name.to_string(),
-                        arguments: v.to_string(),
-                    },
-                    name_len + m + MESSAGE.len() + values.byte_offset(),
-                )),
-                _ => None,
-            }
-        });
+        // Between the name and its `<|message|>` only a header's words (the
+        // channel, `<|constrain|>json`): a name mentioned in text is not
+        // paired with a later message.
+        let call = after[name_len..]
+            .find(MESSAGE)
+            .filter(|&m| {
+                let between = &after[name_len..name_len + m];
+                between.len() <= 64 && !between.contains('\n') && !between.contains("<|start|>")
+            })
+            .and_then(|m| {
+                let args = &after[name_len + m + MESSAGE.len()..];
+                let mut values = serde_json::Deserializer::from_str(args).into_iter::<Value>();
+                match values.next() {
+                    Some(Ok(v)) if !name.is_empty() => Some((
+                        Call {
+                            name: name.to_string(),
+                            arguments: v.to_string(),
+                        },
+                        name_len + m + MESSAGE.len() + values.byte_offset(),
+                    )),
+                    _ => None,
+                }
+            });
         match call {
             Some((c, len)) => {
                 content.push_str(&rest[..start]);
@@ -317,54 +363,38 @@ pub fn parse_hermes(text: &str) -> (String, Vec<Call>) {
     (content, calls)
 }
 
-/// Split a Llama 3.x answer into its text and its calls: each JSON object
-/// with a string `name` and an object `parameters` (or `arguments`) is a
-/// call, optionally after the `<|python_tag|>` the model may write first;
-/// the rest is content. A cut-short object stays in the content.
+/// Split a Llama 3.x answer into its text and its calls. The call is the
+/// answer (after the `<|python_tag|>` the model may write first): a JSON
+/// object with a string `name` and an object `parameters` (or
+/// `arguments`), and more after `;`. An answer that opens with anything
+/// else, or whose object is not a call or is cut short, is all content, as
+/// llama.cpp's parser takes it.
 #[must_use]
 pub fn parse_llama3(text: &str) -> (String, Vec<Call>) {
-    const PYTHON_TAG: &str = "<|python_tag|>";
-    let mut content = String::new();
+    let t = text.trim_start();
+    let mut rest = t.strip_prefix(LLAMA3_PYTHON_TAG).unwrap_or(t).trim_start();
     let mut calls = Vec::new();
-    let mut rest = text;
-    while let Some(open) = rest.find('{') {
-        let mut objects = serde_json::Deserializer::from_str(&rest[open..]).into_iter::<Value>();
-        let call = match objects.next() {
-            Some(Ok(v)) => {
-                let args = v.get("parameters").or_else(|| v.get("arguments"));
-                match (v.get("name").and_then(Value::as_str), args) {
-                    (Some(name), Some(args)) if args.is_object() => Some((
-                        Call {
-                            name: name.to_string(),
-                            arguments: args.to_string(),
-                        },
-                        objects.byte_offset(),
-                    )),
-                    _ => None,
-                }
-            }
-            _ => None,
+    while rest.starts_with('{') {
+        let mut objects = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
+        let Some(Ok(v)) = objects.next() else { break };
+        let args = v.get("parameters").or_else(|| v.get("arguments"));
+        let (Some(name), Some(args)) = (v.get("name").and_then(Value::as_str), args) else {
+            break;
         };
-        match call {
-            Some((c, len)) => {
-                let before = rest[..open].trim_end();
-                content.push_str(before.strip_suffix(PYTHON_TAG).unwrap_or(before));
-                calls.push(c);
-                rest = rest[open + len..].trim_start_matches([';', ' ', '\n']);
-            }
-            None => {
-                content.push_str(&rest[..=open]);
-                rest = &rest[open + 1..];
-            }
+        if !args.is_object() {
+            break;
         }
+        calls.push(Call {
+            name: name.to_string(),
+            arguments: args.to_string(),
+        });
+        rest = rest[objects.byte_offset()..].trim_start_matches([';', ' ', '\n']);
     }
-    content.push_str(rest);
-    let content = if calls.is_empty() {
-        content
+    if calls.is_empty() {
+        (text.to_string(), calls)
     } else {
-        content.trim().to_string()
-    };
-    (content, calls)
+        (rest.trim().to_string(), calls)
+    }
 }
 
 /// Streamed text while tools are offered: text passes until a tool call
@@ -375,6 +405,8 @@ pub struct ToolSplit {
     syntax: ToolSyntax,
     held: String,
     calling: bool,
+    /// No call can come any more (a Llama 3.x answer that opened with text).
+    plain: bool,
 }
 
 impl ToolSplit {
@@ -385,6 +417,7 @@ impl ToolSplit {
             syntax,
             held: String::new(),
             calling: false,
+            plain: false,
         }
     }
 
@@ -393,6 +426,23 @@ impl ToolSplit {
         self.held.push_str(piece);
         if self.calling {
             return String::new();
+        }
+        if self.plain {
+            return std::mem::take(&mut self.held);
+        }
+        if self.syntax == ToolSyntax::Llama3Json {
+            // The call is the whole answer: held when the answer opens
+            // with it (or may), otherwise all content from then on.
+            let t = self.held.trim_start();
+            if t.is_empty() || LLAMA3_PYTHON_TAG.starts_with(t) {
+                return String::new();
+            }
+            if t.starts_with('{') || t.starts_with(LLAMA3_PYTHON_TAG) {
+                self.calling = true;
+                return String::new();
+            }
+            self.plain = true;
+            return std::mem::take(&mut self.held);
         }
         let openers = openers(self.syntax);
         if let Some(i) = openers.iter().filter_map(|o| self.held.find(o)).min() {
@@ -415,6 +465,9 @@ impl ToolSplit {
     /// At the end: the content still held and the calls.
     pub fn finish(&mut self) -> (String, Vec<Call>) {
         let held = std::mem::take(&mut self.held);
+        if self.plain {
+            return (held, Vec::new());
+        }
         parse(self.syntax, &held)
     }
 }
@@ -524,13 +577,18 @@ mod tests {
                 }]
             )
         );
-        // Two calls, `arguments` too; text before them is content.
-        let two = r#"Checking. {"name": "f", "parameters": {}}; {"name": "g", "arguments": {"a": 1}}"#;
+        // Two calls, `arguments` and a leading "type" too.
+        let two = r#" {"name": "f", "parameters": {}}; {"type": "function", "name": "g", "arguments": {"a": 1}}"#;
         let (content, calls) = parse_llama3(two);
-        assert_eq!(content, "Checking.");
-        assert_eq!(calls.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["f", "g"]);
-        // JSON that is not a call, a cut-short call, braces in prose: content.
+        assert_eq!(content, "");
+        assert_eq!(
+            calls.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
+            ["f", "g"]
+        );
+        // Text first (a call in prose or code is not one), JSON that is not a
+        // call, a cut-short call, braces in prose: all content.
         for plain in [
+            r#"Checking. {"name": "f", "parameters": {}}"#,
             r#"{"city": "Paris"}"#,
             r#"{"name": "f", "parame"#,
             "a {b} c",
@@ -538,13 +596,13 @@ mod tests {
         ] {
             assert_eq!(parse_llama3(plain), (plain.to_string(), vec![]), "{plain}");
         }
-        // Streamed: held from the opening, even split across pieces.
+        // Streamed: held from an opening brace, even split across pieces.
         let mut s = ToolSplit::new(ToolSyntax::Llama3Json);
         let mut out = String::new();
-        for piece in ["Sure {", "\"na", "me\": \"f\", \"parameters\": {}}"] {
+        for piece in [" ", "{", "\"na", "me\": \"f\", \"parameters\": {}}"] {
             out.push_str(&s.push(piece));
         }
-        assert_eq!(out, "Sure ");
+        assert_eq!(out, "");
         assert_eq!(
             s.finish(),
             (
@@ -555,51 +613,26 @@ mod tests {
                 }]
             )
         );
-        // Braces that open no call go out.
+        // An answer that opens with text goes out as it comes, braces too.
         let mut s = ToolSplit::new(ToolSyntax::Llama3Json);
-        assert_eq!(s.push("x = {"), "x = ");
-        assert_eq!(s.push("1}"), "{1}");
+        assert_eq!(s.push("x = "), "x = ");
+        assert_eq!(s.push("{\"name\": 1}"), "{\"name\": 1}");
+        assert_eq!(s.finish(), (String::new(), vec![]));
     }
 
     #[test]
-    fn harmony_calls_are_parsed_in_either_header_order() {
-        let want = vec![Call {
-            name: "get_weather".into(),
-            arguments: r#"{"city":"Paris"}"#.into(),
-        }];
-        for text in [
-            r#"<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris"}"#,
-            r#"<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"Paris"}"#,
-            r#" to=functions.get_weather<|channel|>commentary json<|message|>{"city":"Paris"}"#,
-        ] {
-            assert_eq!(parse_harmony(text), (String::new(), want.clone()), "{text}");
-        }
-        // Text before the call is content; a call cut short stays content.
-        let (content, calls) = parse_harmony(
-            r#"Let me look.<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"Paris"}"#,
+    fn llama3_triggers_only_where_the_answer_opens_with_the_call() {
+        let [pattern] = triggers(ToolSyntax::Llama3Json)
+            .try_into()
+            .expect("one pattern");
+        assert!(
+            pattern.starts_with('^') && pattern.ends_with('$'),
+            "{pattern}"
         );
-        assert_eq!((content.as_str(), calls), ("Let me look.", want));
-        let cut = "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"ci";
-        assert_eq!(parse_harmony(cut), (cut.to_string(), vec![]));
-        // Streamed: held from the header on.
-        let mut s = ToolSplit::new(ToolSyntax::Harmony);
-        let mut out = String::new();
-        for piece in ["Ok.", "<|channel|>comm", "entary to=functions.f <|constrain|>json<|message|>{}"] {
-            out.push_str(&s.push(piece));
-        }
-        assert_eq!(out, "Ok.");
+        assert!(pattern.contains(r#"(\{ ?"name" ?: ?")"#), "{pattern}");
         assert_eq!(
-            s.finish(),
-            (String::new(), vec![Call { name: "f".into(), arguments: "{}".into() }])
-        );
-    }
-
-    #[test]
-    fn rule_names_are_prefixed_outside_literals_and_classes() {
-        let g = "root ::= \"{\" space a-kv \"}\" # root's\na-kv ::= \"\\\"a\\\"\" space [a-z\\]]{1,2}\nspace ::= | \" \"";
-        assert_eq!(
-            prefix_rules(g, "f0-"),
-            "f0-root ::= \"{\" f0-space f0-a-kv \"}\" # root's\nf0-a-kv ::= \"\\\"a\\\"\" f0-space [a-z\\]]{1,2}\nf0-space ::= | \" \""
+            triggers(ToolSyntax::Harmony),
+            [r"[\s\S]*?(<\|channel\|>commentary to=functions\.| to=functions\.)[\s\S]*"]
         );
     }
 
@@ -607,7 +640,8 @@ mod tests {
     fn grammars_are_made_for_both_syntaxes() {
         let params = Schema {
             value: json!({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}),
-            text: r#"{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]}"#.into(),
+            text: r#"{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]}"#
+                .into(),
         };
         let callable = [("f".to_string(), params)];
         let hermes = grammar(ToolSyntax::Hermes, &callable, true).expect("hermes");

@@ -1666,7 +1666,9 @@ fn table_rows(excerpt: &str) -> Vec<Vec<String>> {
                     (Some(at), None) | (None, Some(at)) => at,
                     (None, None) => break,
                 };
-                let Some(gt) = rest[open..].find('>') else { break };
+                let Some(gt) = rest[open..].find('>') else {
+                    break;
+                };
                 let body = &rest[open + gt + 1..];
                 let end = body.find("</t").unwrap_or(body.len());
                 cells.push(body[..end].trim().to_string());
@@ -1755,9 +1757,7 @@ fn every_quality_figure_follows_from_its_kept_evidence() {
                 // rows as HTML).
                 let in_column = r["column"].as_str().is_some_and(|column| {
                     let rows = table_rows(excerpt);
-                    let at = rows
-                        .iter()
-                        .find_map(|c| c.iter().position(|x| x == column));
+                    let at = rows.iter().find_map(|c| c.iter().position(|x| x == column));
                     let row = rows
                         .iter()
                         .find(|c| c.get(1).is_some_and(|l| l.starts_with("GPQA")));

@@ -19,7 +19,8 @@
 //! and they can outgrow memory before any deadline; only a memory limit on
 //! the process would stop them.
 //!
-//! This file depends on minijinja, minijinja-contrib, serde and libc alone:
+//! This file depends on minijinja, minijinja-contrib, serde, serde_json and
+//! libc alone:
 //! the fuzz crate compiles it as is (`fuzz/fuzz_targets/template_render.rs`),
 //! so the code fuzzed is the code that runs.
 
@@ -460,7 +461,10 @@ fn tojson(value: &Value, args: Rest<Value>) -> Result<Value, Error> {
                 Some("sort_keys") => sort = v.is_true(),
                 Some("separators") => {
                     let parts: Vec<Value> = v.try_iter()?.collect();
-                    match (parts.first().and_then(Value::as_str), parts.get(1).and_then(Value::as_str)) {
+                    match (
+                        parts.first().and_then(Value::as_str),
+                        parts.get(1).and_then(Value::as_str),
+                    ) {
                         (Some(item), Some(key)) if parts.len() == 2 => {
                             separators = Some((item.to_string(), key.to_string()));
                         }
@@ -485,11 +489,17 @@ fn tojson(value: &Value, args: Rest<Value>) -> Result<Value, Error> {
         None => None,
         Some(i) => Some(match i.as_str() {
             Some(text) => text.to_string(),
-            None => " ".repeat(
-                usize::try_from(i64::try_from(i)?.max(0)).unwrap_or(0),
-            ),
+            None => " ".repeat(usize::try_from(i64::try_from(i)?.max(0)).unwrap_or(0)),
         }),
     };
+    // Written once per line and level: a long one (a string of a million
+    // spaces) would multiply the output inside this one call, before the
+    // output cap sees it. Templates indent by 2 or 4.
+    if indent.as_ref().is_some_and(|i| i.len() > MAX_TOJSON_INDENT) {
+        return Err(oversized(format!(
+            "asked `tojson` for an indent over {MAX_TOJSON_INDENT} characters"
+        )));
+    }
     let (item, key) = separators.unwrap_or_else(|| {
         let item = if indent.is_some() { "," } else { ", " };
         (item.to_string(), ": ".to_string())
@@ -508,12 +518,17 @@ fn tojson(value: &Value, args: Rest<Value>) -> Result<Value, Error> {
         level: 0,
         empty: false,
     };
-    json.serialize(&mut serde_json::Serializer::with_formatter(&mut out, formatter))
-        .map_err(|e| Error::new(ErrorKind::InvalidOperation, format!("tojson: {e}")))?;
+    json.serialize(&mut serde_json::Serializer::with_formatter(
+        &mut out, formatter,
+    ))
+    .map_err(|e| Error::new(ErrorKind::InvalidOperation, format!("tojson: {e}")))?;
     let text = String::from_utf8(out)
         .map_err(|_| Error::new(ErrorKind::InvalidOperation, "tojson: invalid UTF-8"))?;
     Ok(Value::from_safe_string(text))
 }
+
+/// The widest `tojson` indent taken.
+const MAX_TOJSON_INDENT: usize = 64;
 
 /// Python's `json.dumps` layout for serde_json: the separators, the indent
 /// (a newline and the indent per level, empty containers kept as `[]`/`{}`)
@@ -570,7 +585,11 @@ impl serde_json::ser::Formatter for PyJson<'_> {
     fn end_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
         self.close(w, b"]")
     }
-    fn begin_array_value<W: ?Sized + io::Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
+    fn begin_array_value<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
         self.element(w, first)
     }
     fn end_array_value<W: ?Sized + io::Write>(&mut self, _w: &mut W) -> io::Result<()> {
@@ -582,7 +601,11 @@ impl serde_json::ser::Formatter for PyJson<'_> {
     fn end_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
         self.close(w, b"}")
     }
-    fn begin_object_key<W: ?Sized + io::Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
+    fn begin_object_key<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
         self.element(w, first)
     }
     fn begin_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
@@ -591,7 +614,11 @@ impl serde_json::ser::Formatter for PyJson<'_> {
     fn end_object_value<W: ?Sized + io::Write>(&mut self, _w: &mut W) -> io::Result<()> {
         Ok(())
     }
-    fn write_string_fragment<W: ?Sized + io::Write>(&mut self, w: &mut W, fragment: &str) -> io::Result<()> {
+    fn write_string_fragment<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        fragment: &str,
+    ) -> io::Result<()> {
         if !self.ascii || fragment.is_ascii() {
             return w.write_all(fragment.as_bytes());
         }
@@ -715,12 +742,18 @@ mod tests {
                 r#"{{ [1, {"a": 2}] | tojson(separators=(",", ":")) }}"#,
                 r#"[1,{"a":2}]"#,
             ),
-            (r#"{{ "😀" | tojson(ensure_ascii=true) }}"#, r#""\ud83d\ude00""#),
+            (
+                r#"{{ "😀" | tojson(ensure_ascii=true) }}"#,
+                r#""\ud83d\ude00""#,
+            ),
             ("{{ none | tojson }}", "null"),
         ] {
             assert_eq!(run(src).as_deref(), Ok(want), "{src}");
         }
         assert!(run(r#"{{ 1 | tojson(colour="red") }}"#).is_err());
+        // A long indent is refused before it multiplies the output.
+        assert!(run(r#"{{ [1, 2] | tojson(indent=" " * 1000) }}"#).is_err());
+        assert!(run("{{ [1, 2] | tojson(indent=65) }}").is_err());
     }
 
     #[test]

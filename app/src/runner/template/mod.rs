@@ -784,7 +784,7 @@ mod tests {
             "{\n    \"type\": \"function\",\n    \"function\": {\n        \"name\": \"f\",\n        \"parameters\": {\n            \"type\": \"object\"\n        }\n    }\n}\n\n",
             "U<|eot_id|>",
             "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"f\", \"parameters\": {\"q\": 1}}<|eot_id|>",
-            "<|start_header_id|>ipython<|end_header_id|>\n\n2<|eot_id|>",
+            "<|start_header_id|>ipython<|end_header_id|>\n\n\"2\"<|eot_id|>",
             "<|start_header_id|>assistant<|end_header_id|>\n\n",
         );
         assert_eq!(text, want);
@@ -803,8 +803,14 @@ mod tests {
         assert!(f.harmony());
         assert_eq!(f.stop_strings(), ["<|return|>"]);
         assert_eq!(f.tool_syntax(), Ok(ToolSyntax::Harmony));
-        let named = ChatFormat::resolve(&TemplateChoice::Name("gpt-oss".into()), None, "gpt-oss", "", "")
-            .expect("gpt-oss");
+        let named = ChatFormat::resolve(
+            &TemplateChoice::Name("gpt-oss".into()),
+            None,
+            "gpt-oss",
+            "",
+            "",
+        )
+        .expect("gpt-oss");
         assert!(named.harmony());
         assert!(!named.stop_strings().iter().any(|s| s == "<|end|>"));
     }
