@@ -43,7 +43,8 @@ pub struct Cli {
 pub enum Command {
     /// Plan how a model loads on this machine: memory per device (CPU, GPUs, --rpc workers), verdict, speed, llama.cpp flags.
     Plan(PlanArgs),
-    /// Run one prompt (from -p, -f or standard input) and stream the answer to stdout.
+    /// Run one prompt (from -p, -f or standard input) and stream the answer to stdout
+    /// (a thinking model's reasoning to stderr).
     Run(RunArgs),
     /// Chat in the terminal, with memory use and the context always in view.
     Chat(ChatArgs),

@@ -18,6 +18,7 @@ use crate::cli::{ContextArgs, GenArgs, MachineArgs, RunArgs};
 use crate::runner::measure;
 use crate::runner::preflight::{Decision, Go, describe_nearest};
 use crate::runner::prompt::{chat_format, tokenize_prompt};
+use crate::runner::reasoning::{ReasoningSplit, THINK_OPEN};
 use crate::runner::report::{LlamaDevice, Report, record};
 use crate::runner::template::{Message, TemplateChoice};
 use crate::runner::{Engine, GenOptions, Generation, StopReason};
@@ -54,8 +55,8 @@ pub fn run(args: &RunArgs, machine: &MachineArgs, verbose: u8) -> Result<ExitCod
 
     // The prompt before the context: a template that cannot be used is
     // refused in milliseconds, creating the context takes seconds.
-    let (text, stops) = if args.raw {
-        (prompt, Vec::new())
+    let (text, stops, mut split) = if args.raw {
+        (prompt, Vec::new(), None)
     } else {
         let format = chat_format(&engine, &choice)?;
         tracing::info!("chat template: {}", format.describe());
@@ -64,7 +65,17 @@ pub fn run(args: &RunArgs, machine: &MachineArgs, verbose: u8) -> Result<ExitCod
             messages.push(Message::system(system.clone()));
         }
         messages.push(Message::user(prompt));
-        (format.render(&messages, true)?, format.stop_strings())
+        let text = format.render(&messages, true)?;
+        // A thinking model's reasoning goes to stderr, its answer to
+        // stdout (and `--json`'s `reasoning` and `text`).
+        let split = if format.harmony() {
+            Some(ReasoningSplit::harmony())
+        } else if format.thinks() {
+            Some(ReasoningSplit::new(text.trim_end().ends_with(THINK_OPEN)))
+        } else {
+            None
+        };
+        (text, format.stop_strings(), split)
     };
     let tokens = tokenize_prompt(&engine, &text)?;
     tracing::debug!("prompt ({} tokens): {text:?}", tokens.len());
@@ -77,14 +88,27 @@ pub fn run(args: &RunArgs, machine: &MachineArgs, verbose: u8) -> Result<ExitCod
     let mut stdout = std::io::stdout().lock();
     let stream = !args.json;
     let mut write_err: Option<std::io::Error> = None;
+    let (mut reasoning, mut answer) = (String::new(), String::new());
+    let mut write = |reasoning_piece: &str, piece: &str| -> std::io::Result<()> {
+        if !reasoning_piece.is_empty() {
+            let mut stderr = std::io::stderr().lock();
+            stderr.write_all(reasoning_piece.as_bytes())?;
+            stderr.flush()?;
+        }
+        stdout.write_all(piece.as_bytes())?;
+        stdout.flush()
+    };
     let generation = session.generate(&tokens, &opts, &interrupted, &mut |piece| {
+        let (r, c) = match split.as_mut() {
+            Some(s) => s.push(piece),
+            None => (String::new(), piece.to_string()),
+        };
+        reasoning.push_str(&r);
+        answer.push_str(&c);
         if !stream {
             return true;
         }
-        match stdout
-            .write_all(piece.as_bytes())
-            .and_then(|()| stdout.flush())
-        {
+        match write(&r, &c) {
             Ok(()) => true,
             Err(e) => {
                 write_err = Some(e);
@@ -95,8 +119,20 @@ pub fn run(args: &RunArgs, machine: &MachineArgs, verbose: u8) -> Result<ExitCod
     if let Some(e) = write_err {
         return Err(e.into());
     }
+    if let Some(s) = split.as_mut() {
+        let (r, c) = s.finish();
+        if stream {
+            write(&r, &c)?;
+        }
+        reasoning.push_str(&r);
+        answer.push_str(&c);
+    }
     let peak = measure::peak_rss_bytes();
     let mut report = Report::new(&prepared.plan, &engine, &generation, rss_after_load, peak);
+    if split.is_some() {
+        report.text = answer.trim_start().to_string();
+        report.reasoning = Some(reasoning);
+    }
     report.measured.llama_devices = prepared
         .accounted
         .iter()
@@ -108,7 +144,7 @@ pub fn run(args: &RunArgs, machine: &MachineArgs, verbose: u8) -> Result<ExitCod
         .collect();
     if args.json {
         writeln!(stdout, "{}", serde_json::to_string_pretty(&report)?)?;
-    } else if !generation.text.ends_with('\n') {
+    } else if !report.text.ends_with('\n') {
         writeln!(stdout)?;
     }
     stdout.flush()?;

@@ -18,6 +18,7 @@ pub mod measure;
 pub mod prefix;
 pub mod preflight;
 pub mod prompt;
+pub mod reasoning;
 pub mod report;
 pub mod template;
 pub mod text;

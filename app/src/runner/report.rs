@@ -17,8 +17,13 @@ pub struct Report {
     pub schema_version: u32,
     /// headroom's version.
     pub headroom_version: String,
-    /// The generated text.
+    /// The generated text (a thinking model's answer without its
+    /// reasoning).
     pub text: String,
+    /// A thinking model's reasoning (`<think>` or gpt-oss's analysis
+    /// channel), when its template thinks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<String>,
     /// Prompt tokens.
     pub tokens_prompt: usize,
     /// Generated tokens.
@@ -105,6 +110,7 @@ impl Report {
             schema_version: RUN_SCHEMA_VERSION,
             headroom_version: env!("CARGO_PKG_VERSION").to_string(),
             text: g.text.clone(),
+            reasoning: None,
             tokens_prompt: g.tokens_prompt,
             tokens_generated: g.tokens_generated,
             prompt_tokens_per_s: round2(g.prompt_tokens_per_s()),

@@ -1,6 +1,7 @@
 //! What `run` prints: the same text twice at `--temp 0` (and with a fixed
 //! seed), the `--json` object field by field against `plan --json`, `--stop`,
-//! and the three ways in of a prompt agreeing with each other.
+//! the three ways in of a prompt agreeing with each other, and a thinking
+//! template's reasoning kept apart from the answer.
 
 use serde_json::Value;
 
@@ -181,6 +182,57 @@ fn stop_string_ends_the_answer_before_it() {
         as_printed(before),
         "--stop {word:?}, text mode"
     );
+}
+
+/// A template that thinks (it mentions `<think>`) and opens the reasoning
+/// itself: what the model writes before `</think>` is reasoning, on stderr
+/// and in `--json`'s `reasoning`; stdout and `text` keep the answer, here
+/// none (the demo never closes the tag in 24 tokens).
+#[test]
+fn a_thinking_template_s_reasoning_goes_to_stderr_and_json_reasoning() {
+    let _gate = one_at_a_time();
+    let sb = Sandbox::new();
+    let template = sb.path().join("think.jinja");
+    std::fs::write(
+        &template,
+        "{%- for m in messages %}{{ m.role }}: {{ m.content }}\n\n{% endfor %}\
+         {%- if add_generation_prompt %}assistant: <think>\n{% endif %}",
+    )
+    .expect("write the template");
+    let t = template.to_str().expect("a UTF-8 path");
+    let base = [
+        "-p",
+        CATS,
+        "--temp",
+        "0",
+        "-n",
+        "24",
+        "--ignore-eos",
+        "-c",
+        "2048",
+        "--chat-template",
+        t,
+    ];
+    let mut args = base.to_vec();
+    args.push("--json");
+    let json = sb.run_model(&args).ok("run --json").json("run --json");
+    let reasoning = str_at(&json, "/reasoning").to_string();
+    assert!(!reasoning.trim().is_empty(), "no reasoning: {json}");
+    assert!(!reasoning.contains("</think>"), "{reasoning:?}");
+    assert_eq!(str_at(&json, "/text"), "", "the answer: {json}");
+    let printed = sb.run_model(&base).ok("run");
+    assert_eq!(printed.stdout.trim(), "", "stdout holds the answer only");
+    assert!(
+        printed.stderr.contains(reasoning.trim()),
+        "stderr holds the reasoning {reasoning:?}: {}",
+        printed.stderr
+    );
+    // Without a template that thinks, no `reasoning` field.
+    let plain = sb
+        .run_model(&["-p", CATS, "--temp", "0", "-n", "8", "-c", "2048", "--json"])
+        .ok("run --json")
+        .json("run --json");
+    assert!(plain.get("reasoning").is_none(), "{plain}");
 }
 
 #[test]
