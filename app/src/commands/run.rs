@@ -18,7 +18,7 @@ use crate::cli::{ContextArgs, GenArgs, MachineArgs, RunArgs};
 use crate::runner::measure;
 use crate::runner::preflight::{Decision, Go, describe_nearest};
 use crate::runner::prompt::{chat_format, tokenize_prompt};
-use crate::runner::reasoning::{ReasoningSplit, THINK_OPEN};
+use crate::runner::reasoning::ReasoningSplit;
 use crate::runner::report::{LlamaDevice, Report, record};
 use crate::runner::template::{Message, TemplateChoice};
 use crate::runner::{Engine, GenOptions, Generation, StopReason};
@@ -68,13 +68,7 @@ pub fn run(args: &RunArgs, machine: &MachineArgs, verbose: u8) -> Result<ExitCod
         let text = format.render(&messages, true)?;
         // A thinking model's reasoning goes to stderr, its answer to
         // stdout (and `--json`'s `reasoning` and `text`).
-        let split = if format.harmony() {
-            Some(ReasoningSplit::harmony())
-        } else if format.thinks() {
-            Some(ReasoningSplit::new(text.trim_end().ends_with(THINK_OPEN)))
-        } else {
-            None
-        };
+        let split = ReasoningSplit::for_format(&format, &text);
         (text, format.stop_strings(), split)
     };
     let tokens = tokenize_prompt(&engine, &text)?;
@@ -99,16 +93,20 @@ pub fn run(args: &RunArgs, machine: &MachineArgs, verbose: u8) -> Result<ExitCod
         stdout.flush()
     };
     let generation = session.generate(&tokens, &opts, &interrupted, &mut |piece| {
-        let (r, c) = match split.as_mut() {
-            Some(s) => s.push(piece),
-            None => (String::new(), piece.to_string()),
-        };
-        reasoning.push_str(&r);
-        answer.push_str(&c);
+        // Without a split the piece goes out as it is (the generation
+        // keeps the whole text).
+        let split_piece = split.as_mut().map(|s| s.push(piece));
+        if let Some((r, c)) = &split_piece {
+            reasoning.push_str(r);
+            answer.push_str(c);
+        }
         if !stream {
             return true;
         }
-        match write(&r, &c) {
+        let (r, c) = split_piece
+            .as_ref()
+            .map_or(("", piece), |(r, c)| (r.as_str(), c.as_str()));
+        match write(r, c) {
             Ok(()) => true,
             Err(e) => {
                 write_err = Some(e);

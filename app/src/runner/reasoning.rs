@@ -4,6 +4,9 @@
 //! gpt-oss's Harmony channels. `serve` puts the reasoning into
 //! `reasoning_content`; `run` writes it to stderr.
 
+use super::template::ChatFormat;
+use super::text::held_back;
+
 /// The tags a thinking model writes its reasoning between.
 pub const THINK_OPEN: &str = "<think>";
 /// See [`THINK_OPEN`].
@@ -17,10 +20,17 @@ pub const THINK_CLOSE: &str = "</think>";
 /// whole. An answer that does not start with `<think>` is all content.
 #[derive(Debug, Clone)]
 pub struct ReasoningSplit {
-    state: Think,
+    mode: Mode,
     held: String,
-    /// gpt-oss's channels instead of tags (see [`ReasoningSplit::harmony`]).
-    harmony: Option<Channel>,
+}
+
+/// Which format the answer is in, and where in it the split is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// `<think>` tags.
+    Tags(Think),
+    /// gpt-oss's channels (see [`ReasoningSplit::harmony`]).
+    Harmony(Channel),
 }
 
 /// The Harmony channel a gpt-oss answer is in.
@@ -38,10 +48,11 @@ enum Channel {
 /// gpt-oss's message markers. llama.cpp prints these (it marks them
 /// user-defined, and `<|end|>` too); `<|return|>` and `<|call|>` end the
 /// generation.
-const HARMONY_START: &str = "<|start|>";
-const HARMONY_CHANNEL: &str = "<|channel|>";
-const HARMONY_MESSAGE: &str = "<|message|>";
-const HARMONY_TO: &str = "to=functions.";
+pub(crate) const HARMONY_START: &str = "<|start|>";
+pub(crate) const HARMONY_CHANNEL: &str = "<|channel|>";
+pub(crate) const HARMONY_MESSAGE: &str = "<|message|>";
+/// A tool call's recipient in a header; the function's name follows.
+pub(crate) const HARMONY_TO: &str = "to=functions.";
 /// Ends a message; llama.cpp prints it for gpt-oss (it takes it off the
 /// end-of-generation list and marks it user-defined).
 const HARMONY_END: &str = "<|end|>";
@@ -66,9 +77,22 @@ impl ReasoningSplit {
     #[must_use]
     pub fn new(opened: bool) -> ReasoningSplit {
         ReasoningSplit {
-            state: if opened { Think::In } else { Think::Start },
+            mode: Mode::Tags(if opened { Think::In } else { Think::Start }),
             held: String::new(),
-            harmony: None,
+        }
+    }
+
+    /// The split for an answer to `prompt` in `format`: Harmony's for a
+    /// Harmony template, tags for one that thinks (opened when the prompt
+    /// ends with `<think>`, as DeepSeek-R1's does), none otherwise.
+    #[must_use]
+    pub fn for_format(format: &ChatFormat, prompt: &str) -> Option<ReasoningSplit> {
+        if format.harmony() {
+            Some(ReasoningSplit::harmony())
+        } else if format.thinks() {
+            Some(ReasoningSplit::new(prompt.trim_end().ends_with(THINK_OPEN)))
+        } else {
+            None
         }
     }
 
@@ -81,9 +105,8 @@ impl ReasoningSplit {
     #[must_use]
     pub fn harmony() -> ReasoningSplit {
         ReasoningSplit {
-            state: Think::Out,
+            mode: Mode::Harmony(Channel::Header),
             held: String::new(),
-            harmony: Some(Channel::Header),
         }
     }
 
@@ -172,137 +195,122 @@ impl ReasoningSplit {
                 at = Channel::Header;
                 continue;
             }
-            let keep = markers
-                .iter()
-                .map(|m| partial_suffix(&self.held, m))
-                .max()
-                .unwrap_or(0);
-            let cut = self.held.len() - keep;
+            let cut = self.held.len() - held_back(&self.held, markers);
             out.push_str(&self.held[..cut]);
             self.held.drain(..cut);
             break;
         }
-        self.harmony = Some(at);
+        self.mode = Mode::Harmony(at);
         (reasoning, content)
     }
 
     /// The next piece of the answer: (reasoning, content) safe to send.
     pub fn push(&mut self, piece: &str) -> (String, String) {
         self.held.push_str(piece);
-        if let Some(at) = self.harmony {
-            return self.push_harmony(at);
+        match self.mode {
+            Mode::Harmony(at) => self.push_harmony(at),
+            Mode::Tags(state) => self.push_tags(state),
         }
+    }
+
+    /// [`ReasoningSplit::push`] for `<think>` tags.
+    fn push_tags(&mut self, mut state: Think) -> (String, String) {
         let (mut reasoning, mut content) = (String::new(), String::new());
         loop {
-            match self.state {
+            match state {
                 Think::Start => {
                     let t = self.held.trim_start();
                     if let Some(rest) = t.strip_prefix(THINK_OPEN) {
                         self.held = rest.to_string();
-                        self.state = Think::In;
+                        state = Think::In;
                     } else if THINK_OPEN.starts_with(t) {
                         // Maybe the tag's beginning: wait.
-                        return (reasoning, content);
+                        break;
                     } else {
-                        self.state = Think::Out;
+                        state = Think::Out;
                     }
                 }
                 Think::In => {
                     if let Some(i) = self.held.find(THINK_CLOSE) {
                         reasoning.push_str(&self.held[..i]);
                         self.held = self.held[i + THINK_CLOSE.len()..].to_string();
-                        self.state = Think::After;
+                        state = Think::After;
                     } else {
-                        let keep = partial_suffix(&self.held, THINK_CLOSE);
-                        let cut = self.held.len() - keep;
+                        let cut = self.held.len() - held_back(&self.held, [THINK_CLOSE]);
                         reasoning.push_str(&self.held[..cut]);
                         self.held.drain(..cut);
-                        return (reasoning, content);
+                        break;
                     }
                 }
                 Think::After => {
                     let t = self.held.trim_start();
                     if t.is_empty() {
                         self.held.clear();
-                        return (reasoning, content);
+                        break;
                     }
                     self.held = t.to_string();
-                    self.state = Think::Out;
+                    state = Think::Out;
                 }
                 Think::Out => {
                     content.push_str(&self.held);
                     self.held.clear();
-                    return (reasoning, content);
+                    break;
                 }
             }
         }
+        self.mode = Mode::Tags(state);
+        (reasoning, content)
     }
 
     /// The end of the answer: what was held back (an unclosed reasoning
     /// stays reasoning, as llama-server reports it).
     pub fn finish(&mut self) -> (String, String) {
         let held = std::mem::take(&mut self.held);
-        match self.harmony {
+        match self.mode {
             // A header cut short is neither reasoning nor content; other
             // text held there (a marker's first characters) is content.
-            Some(Channel::Header) => {
+            Mode::Harmony(Channel::Header) => {
                 let t = held.trim_start();
                 let cut_header = [HARMONY_START, HARMONY_CHANNEL, HARMONY_TO, HARMONY_END]
                     .iter()
                     .any(|h| t.starts_with(h) || h.starts_with(t));
-                return if cut_header {
+                if cut_header {
                     (String::new(), String::new())
                 } else {
                     (String::new(), held)
-                };
+                }
             }
-            Some(Channel::Analysis) => return (held, String::new()),
-            Some(Channel::Content) => return (String::new(), held),
-            None => {}
-        }
-        match self.state {
-            Think::In => (held, String::new()),
-            Think::After => (String::new(), String::new()),
-            Think::Start | Think::Out => (String::new(), held),
+            Mode::Harmony(Channel::Analysis) | Mode::Tags(Think::In) => (held, String::new()),
+            Mode::Tags(Think::After) => (String::new(), String::new()),
+            Mode::Harmony(Channel::Content) | Mode::Tags(Think::Start | Think::Out) => {
+                (String::new(), held)
+            }
         }
     }
-}
-
-/// The length of the longest end of `s` that begins `tag` (a tag that may
-/// be completed by the next piece).
-fn partial_suffix(s: &str, tag: &str) -> usize {
-    (1..tag.len().min(s.len() + 1))
-        .rev()
-        .find(|&n| s.is_char_boundary(s.len() - n) && tag.starts_with(&s[s.len() - n..]))
-        .unwrap_or(0)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn split_all(pieces: &[&str], opened: bool) -> (String, String) {
-        let mut s = ReasoningSplit::new(opened);
+    /// Everything `split` makes of `pieces`: (reasoning, content).
+    fn run_split(mut split: ReasoningSplit, pieces: &[&str]) -> (String, String) {
         let (mut r, mut c) = (String::new(), String::new());
         for p in pieces {
-            let (a, b) = s.push(p);
+            let (a, b) = split.push(p);
             r.push_str(&a);
             c.push_str(&b);
         }
-        let (a, b) = s.finish();
+        let (a, b) = split.finish();
         (r + &a, c + &b)
     }
 
+    fn split_all(pieces: &[&str], opened: bool) -> (String, String) {
+        run_split(ReasoningSplit::new(opened), pieces)
+    }
+
     fn harmony_all(pieces: &[&str]) -> (String, String) {
-        let mut s = ReasoningSplit::harmony();
-        let (mut r, mut c) = (String::new(), String::new());
-        for p in pieces {
-            let (a, b) = s.push(p);
-            r.push_str(&a);
-            c.push_str(&b);
-        }
-        let (a, b) = s.finish();
-        (r + &a, c + &b)
+        run_split(ReasoningSplit::harmony(), pieces)
     }
 
     /// gpt-oss's answer as llama.cpp prints it (`<|end|>` included: its

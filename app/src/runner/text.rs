@@ -99,12 +99,7 @@ impl StopMatcher {
             return Matched::Stop(before, stop);
         }
         // Keep the longest tail that is a proper prefix of some stop string.
-        let keep = self
-            .stops
-            .iter()
-            .map(|s| longest_suffix_prefix(&self.held, s))
-            .max()
-            .unwrap_or(0);
+        let keep = held_back(&self.held, self.stops.iter().map(String::as_str));
         let cut = self.held.len() - keep;
         let out = self.held[..cut].to_string();
         self.held.drain(..cut);
@@ -115,6 +110,17 @@ impl StopMatcher {
     pub fn finish(&mut self) -> String {
         std::mem::take(&mut self.held)
     }
+}
+
+/// How much of the end of `text` to hold back in a stream: the longest
+/// suffix that is a proper prefix of one of `markers` (a stop string, a tag,
+/// a header that the next piece may complete), on character boundaries.
+pub fn held_back<'m>(text: &str, markers: impl IntoIterator<Item = &'m str>) -> usize {
+    markers
+        .into_iter()
+        .map(|m| longest_suffix_prefix(text, m))
+        .max()
+        .unwrap_or(0)
 }
 
 /// Length of the longest suffix of `text` that is a proper prefix of `stop`,

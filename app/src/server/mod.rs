@@ -26,9 +26,9 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 use crate::runner::batch::{Admission, Event, Job, Rejected, Stats, Summary, TokenLogprob};
-use crate::runner::template::ChatFormat;
+use crate::runner::reasoning::ReasoningSplit;
+use crate::runner::template::{ChatFormat, ToolSyntax};
 use crate::runner::{Engine, GenOptions, Sampling, StopReason};
-use openai::ReasoningSplit;
 use openai::{AnswerFormat, ApiError, Header, Kind, Params, Usage};
 use tools::ToolSplit;
 
@@ -523,8 +523,6 @@ async fn chat_completions(
         let engine = Arc::clone(&loaded.engine);
         let messages = req.messages;
         let split = req.split_reasoning && state.config.reasoning;
-        let harmony = split && format.harmony();
-        let split = split && (harmony || format.thinks());
         let answer = req.format;
         let tools = req.tools;
         let mut params = req.params;
@@ -537,8 +535,9 @@ async fn chat_completions(
                     .any(|m| m.role == "tool" || m.tool_calls.is_some());
                 let mut calling = None;
                 let text = if let Some(tools) = &tools {
-                    constraint = tool_grammar(&engine, &format, tools)?;
-                    calling = format.tool_syntax().ok();
+                    let (syntax, grammar, triggers) = tool_grammar(&engine, &format, tools)?;
+                    constraint = (grammar, triggers);
+                    calling = Some(syntax);
                     format.render_with_tools(&messages, &tools.list)
                 } else if history {
                     // A conversation with calls in it, tools no longer offered
@@ -551,15 +550,9 @@ async fn chat_completions(
                 .map_err(|e| bad(&e))?;
                 let tokens =
                     crate::runner::prompt::tokenize_prompt(&engine, &text).map_err(|e| bad(&e))?;
-                // The template may open the tag itself (DeepSeek-R1's does).
-                let opened = text.trim_end().ends_with(openai::THINK_OPEN);
-                let split = split.then(|| {
-                    if harmony {
-                        ReasoningSplit::harmony()
-                    } else {
-                        ReasoningSplit::new(opened)
-                    }
-                });
+                let split = split
+                    .then(|| ReasoningSplit::for_format(&format, &text))
+                    .flatten();
                 Ok::<_, ApiError>((tokens, format.stop_strings(), split, constraint, calling))
             })
             .await
@@ -619,8 +612,8 @@ impl Answer {
     }
 }
 
-/// The grammar (and its triggers) for a request's tool calls: the
-/// template writes calls in a syntax the server parses, every function's
+/// The syntax the template writes calls in, and the grammar (and its
+/// triggers) for a request's tool calls: that syntax is one the server parses, every function's
 /// parameters are a schema the converter enforces (else a 400 naming it),
 /// and the grammar loads. Under `auto` it is lazy, from the call's opening
 /// tag; under `required` or a named function it holds from the first token.
@@ -628,7 +621,7 @@ fn tool_grammar(
     engine: &Engine,
     format: &ChatFormat,
     tools: &openai::Tools,
-) -> Result<(Option<String>, Vec<String>), ApiError> {
+) -> Result<(ToolSyntax, Option<String>, Vec<String>), ApiError> {
     let bad = |m: String| ApiError::bad_request(m);
     let syntax = format
         .tool_syntax()
@@ -649,7 +642,7 @@ fn tool_grammar(
             "tools: llama.cpp could not load their grammar ({e})"
         ))
     })?;
-    Ok((Some(grammar), triggers))
+    Ok((syntax, Some(grammar), triggers))
 }
 
 async fn completions(

@@ -955,8 +955,6 @@ impl Header {
     }
 }
 
-pub use crate::runner::reasoning::{ReasoningSplit, THINK_CLOSE, THINK_OPEN};
-
 /// Put `logprobs` into a response's (or chunk's) only choice.
 pub fn set_logprobs(response: &mut Value, logprobs: Value) {
     if let Some(c) = response.pointer_mut("/choices/0/logprobs") {

@@ -14,7 +14,9 @@
 
 use serde_json::{Value, json};
 
+use crate::runner::reasoning::{HARMONY_CHANNEL, HARMONY_MESSAGE, HARMONY_START, HARMONY_TO};
 use crate::runner::template::{HERMES_CLOSE, HERMES_OPEN, ToolSyntax};
+use crate::runner::text::held_back;
 
 use super::openai::Schema;
 
@@ -80,8 +82,12 @@ pub fn grammar(
     Ok(format!("{root}\n{call}\n"))
 }
 
-/// The function's name follows this in a Harmony call's header.
-const HARMONY_TO: &str = " to=functions.";
+/// A Harmony call's header as gpt-oss writes it after its analysis; the
+/// function's name follows.
+const HARMONY_CALL: &str = "<|channel|>commentary to=functions.";
+/// The same with the recipient first, right after the prompt's
+/// `<|start|>assistant`; the name follows, then the channel.
+const HARMONY_CALL_RECIPIENT: &str = " to=functions.";
 
 /// Harmony's grammar: one call, its header in either order gpt-oss writes
 /// (`<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>`,
@@ -90,24 +96,28 @@ const HARMONY_TO: &str = " to=functions.";
 /// function's schema. Each function's arguments grammar is the converter's,
 /// its rules renamed apart so that a name goes only with its own schema.
 fn harmony_grammar(callable: &[(String, Schema)]) -> Result<String, String> {
+    // A GBNF string literal (JSON's escapes are GBNF's).
+    let literal = |s: &str| json!(s).to_string();
     let mut alternatives = Vec::new();
     let mut rules = String::new();
     for (i, (name, params)) in callable.iter().enumerate() {
         let converted = crate::llama::grammar::schema_grammar(&params.text)?;
         rules.push_str(&prefix_rules(&converted, &format!("f{i}-")));
         rules.push('\n');
-        let quoted = json!(name).to_string();
-        let literal = |s: &str| json!(s).to_string();
-        alternatives.push(format!(
-            "{} {quoted} {} f{i}-root",
-            literal("<|channel|>commentary to=functions."),
-            literal(" <|constrain|>json<|message|>")
-        ));
-        alternatives.push(format!(
-            "{} {quoted} {} f{i}-root",
-            literal(HARMONY_TO),
-            literal("<|channel|>commentary json<|message|>")
-        ));
+        let name = literal(name);
+        for (head, tail) in [
+            (HARMONY_CALL, " <|constrain|>json<|message|>"),
+            (
+                HARMONY_CALL_RECIPIENT,
+                "<|channel|>commentary json<|message|>",
+            ),
+        ] {
+            alternatives.push(format!(
+                "{} {name} {} f{i}-root",
+                literal(head),
+                literal(tail)
+            ));
+        }
     }
     Ok(format!("root ::= {}\n{rules}", alternatives.join(" | ")))
 }
@@ -170,21 +180,19 @@ fn prefix_rules(grammar: &str, prefix: &str) -> String {
     out
 }
 
-/// Where a call in `syntax` starts in the text, for a stream to hold back
-/// from. Llama 3.x's call is the whole answer: it opens only at the start
-/// (see [`ToolSplit`]).
-#[must_use]
-pub fn openers(syntax: ToolSyntax) -> &'static [&'static str] {
+/// Where a Hermes or Harmony call starts in the text, for a stream to hold
+/// back from. (A Llama 3.x call is the whole answer: see [`ToolSplit`].)
+fn openers(syntax: ToolSyntax) -> &'static [&'static str] {
     match syntax {
         ToolSyntax::Hermes => &[HERMES_OPEN],
-        ToolSyntax::Llama3Json => &["{", LLAMA3_PYTHON_TAG],
+        ToolSyntax::Llama3Json => &[],
         // The headers as the answer holds them, `<|start|>assistant` and
         // all (it is not content).
         ToolSyntax::Harmony => &[
             "<|start|>assistant<|channel|>commentary to=functions.",
             "<|start|>assistant to=functions.",
-            "<|channel|>commentary to=functions.",
-            HARMONY_TO,
+            HARMONY_CALL,
+            HARMONY_CALL_RECIPIENT,
         ],
     }
 }
@@ -206,10 +214,7 @@ pub fn triggers(syntax: ToolSyntax) -> Vec<String> {
     };
     match syntax {
         ToolSyntax::Hermes => vec![anywhere(&[HERMES_OPEN])],
-        ToolSyntax::Harmony => vec![anywhere(&[
-            "<|channel|>commentary to=functions.",
-            HARMONY_TO,
-        ])],
+        ToolSyntax::Harmony => vec![anywhere(&[HARMONY_CALL, HARMONY_CALL_RECIPIENT])],
         // The grammar's object accepts one space around its first key
         // (the converter's `space` rule), so the pattern allows no more.
         ToolSyntax::Llama3Json => vec![format!(
@@ -248,21 +253,21 @@ pub fn parse(syntax: ToolSyntax, text: &str) -> (String, Vec<Call>) {
 /// stays in the content, as written.
 #[must_use]
 pub fn parse_harmony(text: &str) -> (String, Vec<Call>) {
-    const TO: &str = "to=functions.";
-    const MESSAGE: &str = "<|message|>";
     let mut content = String::new();
     let mut calls = Vec::new();
     let mut rest = text;
-    while let Some(k) = rest.find(TO) {
+    while let Some(k) = rest.find(HARMONY_TO) {
         // The header starts at the last marker before the name that no
         // message body follows.
-        let body_end = rest[..k].rfind(MESSAGE).map_or(0, |m| m + MESSAGE.len());
-        let start = ["<|start|>", "<|channel|>"]
+        let body_end = rest[..k]
+            .rfind(HARMONY_MESSAGE)
+            .map_or(0, |m| m + HARMONY_MESSAGE.len());
+        let start = [HARMONY_START, HARMONY_CHANNEL]
             .iter()
             .filter_map(|m| rest[body_end..k].find(m).map(|i| body_end + i))
             .min()
             .unwrap_or(k);
-        let after = &rest[k + TO.len()..];
+        let after = &rest[k + HARMONY_TO.len()..];
         let name_len = after
             .find(|c: char| c.is_whitespace() || c == '<')
             .unwrap_or(after.len());
@@ -271,13 +276,13 @@ pub fn parse_harmony(text: &str) -> (String, Vec<Call>) {
         // channel, `<|constrain|>json`): a name mentioned in text is not
         // paired with a later message.
         let call = after[name_len..]
-            .find(MESSAGE)
+            .find(HARMONY_MESSAGE)
             .filter(|&m| {
                 let between = &after[name_len..name_len + m];
-                between.len() <= 64 && !between.contains('\n') && !between.contains("<|start|>")
+                between.len() <= 64 && !between.contains('\n') && !between.contains(HARMONY_START)
             })
             .and_then(|m| {
-                let args = &after[name_len + m + MESSAGE.len()..];
+                let args = &after[name_len + m + HARMONY_MESSAGE.len()..];
                 let mut values = serde_json::Deserializer::from_str(args).into_iter::<Value>();
                 match values.next() {
                     Some(Ok(v)) if !name.is_empty() => Some((
@@ -285,7 +290,7 @@ pub fn parse_harmony(text: &str) -> (String, Vec<Call>) {
                             name: name.to_string(),
                             arguments: v.to_string(),
                         },
-                        name_len + m + MESSAGE.len() + values.byte_offset(),
+                        name_len + m + HARMONY_MESSAGE.len() + values.byte_offset(),
                     )),
                     _ => None,
                 }
@@ -297,7 +302,7 @@ pub fn parse_harmony(text: &str) -> (String, Vec<Call>) {
                 rest = &after[len..];
             }
             None => {
-                content.push_str(&rest[..k + TO.len()]);
+                content.push_str(&rest[..k + HARMONY_TO.len()]);
                 rest = after;
             }
         }
@@ -404,9 +409,18 @@ pub fn parse_llama3(text: &str) -> (String, Vec<Call>) {
 pub struct ToolSplit {
     syntax: ToolSyntax,
     held: String,
-    calling: bool,
+    phase: Phase,
+}
+
+/// Where a [`ToolSplit`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Text goes out; a call may open.
+    Watching,
+    /// A call opened: the rest is held, to be parsed at the end.
+    Calling,
     /// No call can come any more (a Llama 3.x answer that opened with text).
-    plain: bool,
+    Plain,
 }
 
 impl ToolSplit {
@@ -416,19 +430,17 @@ impl ToolSplit {
         ToolSplit {
             syntax,
             held: String::new(),
-            calling: false,
-            plain: false,
+            phase: Phase::Watching,
         }
     }
 
     /// The text of `piece` that can go out now as content.
     pub fn push(&mut self, piece: &str) -> String {
         self.held.push_str(piece);
-        if self.calling {
-            return String::new();
-        }
-        if self.plain {
-            return std::mem::take(&mut self.held);
+        match self.phase {
+            Phase::Calling => return String::new(),
+            Phase::Plain => return std::mem::take(&mut self.held),
+            Phase::Watching => {}
         }
         if self.syntax == ToolSyntax::Llama3Json {
             // The call is the whole answer: held when the answer opens
@@ -438,25 +450,20 @@ impl ToolSplit {
                 return String::new();
             }
             if t.starts_with('{') || t.starts_with(LLAMA3_PYTHON_TAG) {
-                self.calling = true;
+                self.phase = Phase::Calling;
                 return String::new();
             }
-            self.plain = true;
+            self.phase = Phase::Plain;
             return std::mem::take(&mut self.held);
         }
         let openers = openers(self.syntax);
-        if let Some(i) = openers.iter().filter_map(|o| self.held.find(o)).min() {
-            self.calling = true;
-            let out = self.held[..i].to_string();
-            self.held.drain(..i);
-            return out;
-        }
-        let keep = openers
-            .iter()
-            .map(|o| partial_suffix(&self.held, o))
-            .max()
-            .unwrap_or(0);
-        let cut = self.held.len() - keep;
+        let cut = match openers.iter().filter_map(|o| self.held.find(o)).min() {
+            Some(i) => {
+                self.phase = Phase::Calling;
+                i
+            }
+            None => self.held.len() - held_back(&self.held, openers.iter().copied()),
+        };
         let out = self.held[..cut].to_string();
         self.held.drain(..cut);
         out
@@ -465,21 +472,11 @@ impl ToolSplit {
     /// At the end: the content still held and the calls.
     pub fn finish(&mut self) -> (String, Vec<Call>) {
         let held = std::mem::take(&mut self.held);
-        if self.plain {
+        if self.phase == Phase::Plain {
             return (held, Vec::new());
         }
         parse(self.syntax, &held)
     }
-}
-
-/// The length of the longest end of `s` that starts `tag`.
-fn partial_suffix(s: &str, tag: &str) -> usize {
-    (1..tag.len())
-        .rev()
-        .find(|&n| {
-            s.len() >= n && s.is_char_boundary(s.len() - n) && tag.starts_with(&s[s.len() - n..])
-        })
-        .unwrap_or(0)
 }
 
 /// OpenAI's `tool_calls` list: each call with its `id` (`base` and its
