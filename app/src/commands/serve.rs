@@ -315,23 +315,14 @@ fn start_embeddings(
             )));
             // Ends when the server's sender is gone.
             while let Ok(job) = queue.recv() {
-                let mut out: Result<Vec<Vec<f32>>, String> =
-                    Ok(Vec::with_capacity(job.inputs.len()));
-                for t in &job.inputs {
-                    // A request whose client went away (its handler dropped
-                    // the receiver) stops between inputs.
-                    if job.reply.is_closed() {
-                        break;
-                    }
-                    match (&mut out, embedder.embed(t)) {
-                        (Ok(done), Ok(v)) => done.push(v),
-                        (_, Err(e)) => {
-                            out = Err(format!("{e:#}"));
-                            break;
-                        }
-                        (Err(_), Ok(_)) => break,
-                    }
-                }
+                // A request whose client went away (its handler dropped the
+                // receiver) stops between inputs; the first error ends it.
+                let out = job
+                    .inputs
+                    .iter()
+                    .take_while(|_| !job.reply.is_closed())
+                    .map(|t| embedder.embed(t).map_err(|e| format!("{e:#}")))
+                    .collect();
                 let _ = job.reply.send(out);
             }
         })

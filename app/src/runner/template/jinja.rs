@@ -504,24 +504,28 @@ fn tojson(value: &Value, args: Rest<Value>) -> Result<Value, Error> {
         let item = if indent.is_some() { "," } else { ", " };
         (item.to_string(), ": ".to_string())
     });
-    let mut json = serde_json::to_value(value)
-        .map_err(|e| Error::new(ErrorKind::InvalidOperation, format!("tojson: {e}")))?;
-    if sort {
-        json.sort_all_objects();
-    }
+    let failed =
+        |e: serde_json::Error| Error::new(ErrorKind::InvalidOperation, format!("tojson: {e}"));
     let mut out = Vec::new();
-    let formatter = PyJson {
-        indent: indent.as_deref(),
-        item: &item,
-        key: &key,
-        ascii,
-        level: 0,
-        empty: false,
-    };
-    json.serialize(&mut serde_json::Serializer::with_formatter(
-        &mut out, formatter,
-    ))
-    .map_err(|e| Error::new(ErrorKind::InvalidOperation, format!("tojson: {e}")))?;
+    let mut writer = serde_json::Serializer::with_formatter(
+        &mut out,
+        PyJson {
+            indent: indent.as_deref(),
+            item: &item,
+            key: &key,
+            ascii,
+            level: 0,
+            empty: false,
+        },
+    );
+    if sort {
+        // Sorting needs the whole value as JSON first.
+        let mut json = serde_json::to_value(value).map_err(failed)?;
+        json.sort_all_objects();
+        json.serialize(&mut writer).map_err(failed)?;
+    } else {
+        value.serialize(&mut writer).map_err(failed)?;
+    }
     let text = String::from_utf8(out)
         .map_err(|_| Error::new(ErrorKind::InvalidOperation, "tojson: invalid UTF-8"))?;
     Ok(Value::from_safe_string(text))

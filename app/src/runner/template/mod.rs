@@ -236,7 +236,7 @@ impl ChatFormat {
                     // A plain chat is llama.cpp's own; the asset of the same
                     // name, where it renders tools (`llama3`), renders a
                     // request that brings them.
-                    if let Some(src) = asset(name) {
+                    if let Some(src) = asset(name).filter(|src| src.contains("tools")) {
                         format.tools = jinja(&format!("assets/templates/{name}.jinja"), src)
                             .ok()
                             .filter(renders_tools);
@@ -411,7 +411,12 @@ impl ChatFormat {
     /// `false`.
     #[must_use]
     pub fn thinks(&self) -> bool {
-        let tag = "<think>";
+        self.mentions("<think>")
+    }
+
+    /// Whether the template's text mentions `tag` (a llama.cpp built-in
+    /// named by `--chat-template` has only its name here).
+    fn mentions(&self, tag: &str) -> bool {
         match &self.engine {
             Engine::Llama(text) => text.contains(tag),
             Engine::Jinja { env, name } => env
@@ -425,13 +430,8 @@ impl ChatFormat {
     /// `<|channel|>`, or it is llama.cpp's built-in `gpt-oss`.
     #[must_use]
     pub fn harmony(&self) -> bool {
-        let tag = "<|channel|>";
-        match &self.engine {
-            Engine::Llama(text) => text == "gpt-oss" || text.contains(tag),
-            Engine::Jinja { env, name } => env
-                .get_template(name)
-                .is_ok_and(|t| t.source().contains(tag)),
-        }
+        matches!(&self.engine, Engine::Llama(name) if name == "gpt-oss")
+            || self.mentions("<|channel|>")
     }
 
     /// The end-of-turn text: what the template writes right after an
@@ -698,6 +698,19 @@ mod tests {
         }
     }
 
+    /// One function `f`, an assistant turn that calls it with `{"q": 1}`,
+    /// and its result `2`.
+    fn tool_turns() -> (serde_json::Value, Message, Message) {
+        let tools = serde_json::json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]);
+        let mut call = Message::assistant("");
+        call.tool_calls = Some(vec![
+            serde_json::json!({"type": "function", "function": {"name": "f", "arguments": {"q": 1}}}),
+        ]);
+        let mut result = Message::new("tool", "2");
+        result.tool_call_id = Some("c1".into());
+        (tools, call, result)
+    }
+
     #[test]
     fn the_hermes_asset_renders_tools_calls_and_results() {
         let f = ChatFormat::resolve(
@@ -709,13 +722,7 @@ mod tests {
         )
         .expect("hermes");
         assert_eq!(f.tool_syntax(), Ok(ToolSyntax::Hermes));
-        let tools = serde_json::json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]);
-        let mut call = Message::assistant("");
-        call.tool_calls = Some(vec![
-            serde_json::json!({"type": "function", "function": {"name": "f", "arguments": {"q": 1}}}),
-        ]);
-        let mut result = Message::new("tool", "2");
-        result.tool_call_id = Some("c1".into());
+        let (tools, call, result) = tool_turns();
         let text = f
             .render_with_tools(
                 &[Message::system("S"), Message::user("U"), call, result],
@@ -767,13 +774,7 @@ mod tests {
         )
         .expect("llama3");
         assert_eq!(f.tool_syntax(), Ok(ToolSyntax::Llama3Json));
-        let tools = serde_json::json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]);
-        let mut call = Message::assistant("");
-        call.tool_calls = Some(vec![
-            serde_json::json!({"type": "function", "function": {"name": "f", "arguments": {"q": 1}}}),
-        ]);
-        let mut result = Message::new("tool", "2");
-        result.tool_call_id = Some("c1".into());
+        let (tools, call, result) = tool_turns();
         let text = f
             .render_with_tools(&[Message::user("U"), call, result], &tools)
             .expect("renders");
