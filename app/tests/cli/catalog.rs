@@ -110,8 +110,11 @@ type Stated = BTreeMap<&'static str, Value>;
 /// is kept verbatim in the facts file as `arch_sources[].excerpt`, in one of
 /// these dialects:
 /// - `config.json`: the model's Hugging Face config (a JSON fragment, or a
-///   framework's embedded copy written as a Python dict), with its
-///   `text_config` for multimodal wrappers;
+///   framework's embedded copy written as a Python dict, or a Hugging Face
+///   file page as the docs corpus stores it, each line in table bars:
+///   `| "hidden_size": 1536, | |`), with its `text_config` for multimodal
+///   wrappers; LFM2's and Granite 4.0 H's own keys read as llama.cpp's
+///   converter reads them (see [`lfm2_facts`], [`granite_hybrid_facts`]);
 /// - `litgpt`: a `litgpt/config.py` entry (`n_layer=…`, and the `Config`
 ///   dataclass defaults it relies on);
 /// - `maxtext`: a MaxText model YAML (`base_num_decoder_layers: …`);
@@ -169,6 +172,10 @@ const MODEL_TYPES: &[(&str, &str)] = &[
     ("qwen3_5_moe", "qwen35moe"),
     ("qwen3_5_moe_text", "qwen35moe"),
     ("smollm3", "smollm3"),
+    ("lfm2", "lfm2"),
+    // Granite 4.0 H: llama.cpp's converter writes GraniteMoeHybridForCausalLM
+    // with Mamba-2 layers as granitehybrid.
+    ("granitemoehybrid", "granitehybrid"),
 ];
 
 /// The gated delta-net hybrids (Qwen3-Next, Qwen3.5/3.6), whose recurrent
@@ -257,12 +264,140 @@ fn python_to_json(text: &str) -> String {
 
 /// `config.json` (or a fragment of it) as the catalog's facts.
 fn from_config_json(excerpt: &str) -> Result<Stated, String> {
-    let mut text = python_to_json(excerpt.trim());
+    let unbarred = without_table_bars(excerpt);
+    let mut text = python_to_json(unbarred.as_deref().unwrap_or(excerpt).trim());
     if !text.starts_with('{') {
         text = format!("{{{text}}}");
     }
     let v: Value = serde_json::from_str(&text).map_err(|e| format!("not JSON: {e}"))?;
     Ok(from_config_value(v))
+}
+
+/// A Hugging Face file page as the docs corpus stores it, every line in
+/// table bars (`| "block_dim": 1536, | |`, a lone `|` between rows), as the
+/// file's own lines; `None` where a line is not so barred.
+fn without_table_bars(excerpt: &str) -> Option<String> {
+    let lines: Vec<&str> = excerpt
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    if lines.is_empty() || !lines.iter().all(|l| l.starts_with('|')) {
+        return None;
+    }
+    Some(
+        lines
+            .iter()
+            .map(|l| l.trim_matches(|c: char| c == '|' || c.is_whitespace()))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
+}
+
+/// LFM2's own keys as llama.cpp's converter writes them (`LFM2Model`):
+/// `feed_forward_length` is `block_ff_dim` (else `intermediate_size`), and
+/// with `block_auto_adjust_ff_dim` two thirds of it, times
+/// `block_ffn_dim_multiplier`, rounded up to `block_multiple_of`; a layer
+/// attends unless its `layer_types` entry is "conv" (a config without
+/// `layer_types` has `full_attn_idxs`, from which `Lfm2Config` writes
+/// them); `conv_L_cache` is `shortconv.l_cache`; the output is tied where
+/// `tie_word_embeddings` or the original `tie_embedding` says so.
+fn lfm2_facts(v: &Value, s: &mut Stated) {
+    let n = |k: &str| v.get(k).and_then(Value::as_u64);
+    s.remove("feed_forward_length");
+    let adjust = v.get("block_auto_adjust_ff_dim").and_then(Value::as_bool);
+    let ff = match (n("block_ff_dim").or(n("intermediate_size")), adjust) {
+        (Some(ff), Some(false)) => Some(ff),
+        (Some(ff), Some(true)) => n("block_multiple_of").filter(|&m| m > 0).map(|m| {
+            let mut ff = 2 * ff / 3;
+            if let Some(mult) = v.get("block_ffn_dim_multiplier").and_then(Value::as_f64) {
+                ff = (mult * ff as f64) as u64;
+            }
+            m * ff.div_ceil(m)
+        }),
+        _ => None,
+    };
+    if let Some(ff) = ff {
+        s.insert("feed_forward_length", ff.into());
+    }
+    if let Some(l) = n("conv_L_cache") {
+        s.insert("shortconv_l_cache", l.into());
+    }
+    let attention: Option<Vec<u64>> = match v.get("layer_types").and_then(Value::as_array) {
+        Some(types) => Some(
+            (0..types.len() as u64)
+                .filter(|&i| types[i as usize] != "conv")
+                .collect(),
+        ),
+        None => v
+            .get("full_attn_idxs")
+            .and_then(Value::as_array)
+            .and_then(|a| a.iter().map(Value::as_u64).collect()),
+    };
+    if let Some(a) = attention {
+        s.insert("attention_layers", a.into());
+    }
+    if let Some(t) = v
+        .get("tie_word_embeddings")
+        .or(v.get("tie_embedding"))
+        .and_then(Value::as_bool)
+    {
+        s.insert("tied_embeddings", t.into());
+    }
+}
+
+/// Granite 4.0 H's own keys as llama.cpp's converter writes them
+/// (`GraniteHybridModel`, which looks each key up bare and then with the
+/// `mamba_` prefix): `ssm.conv_kernel` is `mamba_d_conv`, `ssm.state_size`
+/// `mamba_d_state`, `ssm.group_count` `mamba_n_groups`,
+/// `ssm.time_step_rank` `mamba_n_heads`, `ssm.inner_size` `mamba_expand`
+/// times `hidden_size`; the attention layers are those `layer_types` calls
+/// "attention"; `expert_shared_feed_forward_length` is
+/// `shared_intermediate_size`; and a hybrid without RoPE (not Bamba) gets
+/// the context 2^20, whatever `max_position_embeddings` says.
+fn granite_hybrid_facts(v: &Value, s: &mut Stated) {
+    let find = |keys: &[&str]| {
+        keys.iter()
+            .map(|k| k.to_string())
+            .chain(keys.iter().map(|k| format!("mamba_{k}")))
+            .find_map(|k| v.get(&k).and_then(Value::as_u64))
+    };
+    let mut put = |key: &'static str, x: Option<u64>| {
+        if let Some(x) = x {
+            s.insert(key, x.into());
+        }
+    };
+    put("ssm_conv_kernel", find(&["conv_kernel", "d_conv"]));
+    put(
+        "ssm_state_size",
+        find(&["state_size", "d_state", "state_dim", "ssm_state_size"]),
+    );
+    put("ssm_group_count", find(&["n_groups", "num_groups"]));
+    put("ssm_time_step_rank", find(&["n_heads", "num_heads"]));
+    let d_model = find(&["mamba_head_dim", "hidden_size", "d_model"]);
+    put(
+        "ssm_inner_size",
+        find(&["expand", "num_heads"])
+            .zip(d_model)
+            .map(|(e, d)| e * d),
+    );
+    put(
+        "expert_shared_feed_forward_length",
+        v.get("shared_intermediate_size").and_then(Value::as_u64),
+    );
+    if let Some(types) = v.get("layer_types").and_then(Value::as_array) {
+        let attention: Vec<u64> = (0..types.len() as u64)
+            .filter(|&i| types[i as usize] == "attention")
+            .collect();
+        let bamba = v
+            .get("architectures")
+            .and_then(Value::as_array)
+            .is_some_and(|a| a.iter().any(|x| x == "BambaForCausalLM"));
+        if attention.len() < types.len() && !bamba {
+            s.insert("context_length", (1u64 << 20).into());
+        }
+        s.insert("attention_layers", attention.into());
+    }
 }
 
 /// A config (parsed JSON) as the catalog's facts.
@@ -418,6 +553,11 @@ fn from_config_value(mut v: Value) -> Stated {
             .and_then(|t| full_attention_period(t))
             .map(Value::from),
     );
+    match s.get("architecture").and_then(Value::as_str) {
+        Some("lfm2") => lfm2_facts(&v, &mut s),
+        Some("granitehybrid") => granite_hybrid_facts(&v, &mut s),
+        _ => {}
+    }
     s
 }
 
@@ -763,6 +903,8 @@ fn from_llama_cpp_log(excerpt: &str) -> Stated {
         ("ssm_state_size", "ssm.state_size"),
         ("ssm_group_count", "ssm.group_count"),
         ("ssm_time_step_rank", "ssm.time_step_rank"),
+        ("ssm_inner_size", "ssm.inner_size"),
+        ("shortconv_l_cache", "shortconv.l_cache"),
         (
             "expert_shared_feed_forward_length",
             "expert_shared_feed_forward_length",
@@ -818,6 +960,24 @@ fn from_llama_cpp_log(excerpt: &str) -> Stated {
                 s.insert("head_count_kv_full", kv_full.into());
                 s.insert("sliding_window_pattern", (period as u64).into());
             }
+        }
+    }
+    // The recurrent hybrids (LFM2, Granite 4.0 H): a layer attends iff its
+    // KV head count is not 0 (llama.cpp's loaders), so print_info's whole
+    // `n_head_kv` list states the attention layers and their one KV count.
+    if matches!(arch.as_deref(), Some("lfm2" | "granitehybrid"))
+        && let Some(heads) = info.get("n_head_kv").and_then(|v| whole(v))
+        && i("n_layer").is_none_or(|n| n == heads.len() as u64)
+    {
+        let attention: Vec<u64> = (0..heads.len() as u64)
+            .filter(|&il| heads[il as usize] > 0)
+            .collect();
+        let counts: Vec<u64> = heads.iter().copied().filter(|&h| h > 0).collect();
+        if let Some(&kv) = counts.first()
+            && counts.iter().all(|&h| h == kv)
+        {
+            s.insert("head_count_kv", kv.into());
+            s.insert("attention_layers", attention.into());
         }
     }
     // A scale, not a count (mistral3's Llama-4-style temperature scaling).
@@ -1058,6 +1218,20 @@ fn check_arch(e: &Entry, m: &Value, laid_out_tensors: Option<u64>) -> Vec<String
             "expert_shared_feed_forward_length",
         ]);
     }
+    if arch == "lfm2" {
+        required.extend(["shortconv_l_cache", "attention_layers"]);
+    }
+    if arch == "granitehybrid" {
+        required.extend([
+            "attention_layers",
+            "ssm_conv_kernel",
+            "ssm_inner_size",
+            "ssm_state_size",
+            "ssm_group_count",
+            "ssm_time_step_rank",
+            "expert_shared_feed_forward_length",
+        ]);
+    }
     if arch == "gemma4" {
         required.extend([
             "key_length",
@@ -1286,6 +1460,105 @@ fn a_number_unlike_its_excerpt_is_caught() {
             n(&card, "context_length")
         ),
         (Some(14), Some(2), Some(32768))
+    );
+    // LFM2's keys, from a Hugging Face file page in its table bars: the FFN
+    // width adjusted as llama.cpp's converter adjusts it (2/3 of 10240 is
+    // 6826, rounded up to 256: 6912), the attention layers from
+    // `full_attn_idxs`, the convolution from `conv_L_cache`.
+    let lfm2 = stated(
+        "config.json",
+        "| { | |\n| \"block_auto_adjust_ff_dim\": true, | |\n| \"block_ff_dim\": 10240, | |\n\
+         | \"block_ffn_dim_multiplier\": 1.0, | |\n| \"block_multiple_of\": 256, | |\n\
+         | \"conv_L_cache\": 3, | |\n| \"full_attn_idxs\": [ | |\n| 2, | |\n| 5 | |\n| ], | |\n\
+         | \"model_type\": \"lfm2\", | |\n| \"num_hidden_layers\": 6 | |\n| } | |",
+    )
+    .expect("a barred page");
+    assert_eq!(lfm2.get("architecture"), Some(&Value::from("lfm2")));
+    assert_eq!(
+        (
+            n(&lfm2, "feed_forward_length"),
+            n(&lfm2, "shortconv_l_cache"),
+            lfm2.get("attention_layers")
+        ),
+        (Some(6912), Some(3), Some(&Value::from(vec![2u64, 5])))
+    );
+    // Without the adjustment the width is `block_ff_dim` as it stands (not
+    // `intermediate_size`); `layer_types` names the attention layers, and
+    // the original `tie_embedding` key ties the output.
+    let lfm2 = stated(
+        "config.json",
+        r#"{"model_type": "lfm2", "block_auto_adjust_ff_dim": false, "block_ff_dim": 10752,
+            "intermediate_size": 4096, "tie_embedding": true,
+            "layer_types": ["conv", "full_attention", "conv", "full_attention"]}"#,
+    )
+    .expect("JSON");
+    assert_eq!(
+        (
+            n(&lfm2, "feed_forward_length"),
+            lfm2.get("attention_layers"),
+            lfm2.get("tied_embeddings")
+        ),
+        (
+            Some(10752),
+            Some(&Value::from(vec![1u64, 3])),
+            Some(&Value::from(true))
+        )
+    );
+    // Granite 4.0 H's `mamba_*` keys as the converter writes them: the inner
+    // size is `mamba_expand` times the hidden size, the time-step rank the
+    // Mamba-2 heads; the attention layers from `layer_types`; the context
+    // 2^20 (no RoPE), not `max_position_embeddings`.
+    let granite = stated(
+        "config.json",
+        r#"{"architectures": ["GraniteMoeHybridForCausalLM"], "model_type": "granitemoehybrid",
+            "hidden_size": 1536, "intermediate_size": 512, "shared_intermediate_size": 1024,
+            "num_local_experts": 64, "mamba_d_conv": 4, "mamba_d_state": 128,
+            "mamba_expand": 2, "mamba_n_groups": 1, "mamba_n_heads": 48, "mamba_d_head": 64,
+            "max_position_embeddings": 131072,
+            "layer_types": ["mamba", "attention", "mamba", "mamba"]}"#,
+    )
+    .expect("JSON");
+    assert_eq!(
+        granite.get("architecture"),
+        Some(&Value::from("granitehybrid"))
+    );
+    assert_eq!(
+        [
+            "ssm_conv_kernel",
+            "ssm_state_size",
+            "ssm_group_count",
+            "ssm_time_step_rank",
+            "ssm_inner_size",
+            "expert_shared_feed_forward_length",
+            "feed_forward_length",
+            "expert_feed_forward_length",
+            "context_length",
+        ]
+        .map(|k| n(&granite, k)),
+        [4, 128, 1, 48, 3072, 1024, 512, 512, 1 << 20].map(Some)
+    );
+    assert_eq!(
+        granite.get("attention_layers"),
+        Some(&Value::from(vec![1u64]))
+    );
+    // A llama.cpp dump of a hybrid: print_info's whole `n_head_kv` list
+    // states the attention layers and their KV heads; the convolution's
+    // length is `shortconv.l_cache`.
+    let dump = stated(
+        "llama.cpp log",
+        "llama_model_loader: - kv  23:                     lfm2.shortconv.l_cache u32              = 3\n\
+         print_info: arch             = lfm2\n\
+         print_info: n_layer          = 6\n\
+         print_info: n_head_kv        = [0, 0, 8, 0, 8, 0]",
+    )
+    .expect("log");
+    assert_eq!(
+        (
+            n(&dump, "shortconv_l_cache"),
+            n(&dump, "head_count_kv"),
+            dump.get("attention_layers")
+        ),
+        (Some(3), Some(8), Some(&Value::from(vec![2u64, 4])))
     );
 }
 
@@ -1811,6 +2084,7 @@ fn zoo_laid_out_entries_match_llama_cpp_accounting() {
         "mistral3",
         "olmo2",
         "smollm3",
+        "lfm2",
     ];
     let cat = catalog();
     let hw = hw::apply_overrides(
