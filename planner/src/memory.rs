@@ -18,6 +18,7 @@ use crate::hw::LlamaDevice;
 use crate::plan::{BufferUse, DeviceKind, DeviceUse, FlashAttn, FrontEnd, Settings};
 use crate::profile::{ModelProfile, Tensor};
 
+mod galloc;
 mod rules;
 
 pub use rules::kv_rules;
@@ -165,6 +166,17 @@ pub fn kv_bytes_per_cell(p: &ModelProfile, ctx: &Context, il: usize) -> u64 {
             .unwrap_or(0)
     };
     sum([k, row_bytes(ctx.type_v, v)])
+}
+
+/// One cell's K row and V row of layer `il`, each of the layer's own width
+/// (what a view of the layer's cache spans per cell).
+fn kv_rows(p: &ModelProfile, ctx: &Context, il: usize) -> (u64, u64) {
+    let kv_heads = u64::from(p.n_head_kv.get(il).copied().unwrap_or(0));
+    let (head_k, head_v) = p.head_dims(il);
+    (
+        row_bytes(ctx.type_k, u64::from(head_k) * kv_heads),
+        row_bytes(ctx.type_v, u64::from(head_v) * kv_heads),
+    )
 }
 
 fn row_bytes(ty: GgmlType, n: u64) -> u64 {
@@ -436,6 +448,10 @@ impl GpuSpec {
 
 /// The alignment assumed for a tensor in a Vulkan buffer.
 const VULKAN_ALIGN: u64 = 256;
+
+/// The largest piece of a Vulkan buffer (`GGML_VK_SUBALLOCATION_BLOCK_SIZE`):
+/// ggml-alloc starts a new chunk past it.
+const VULKAN_CHUNK: u64 = 1 << 30;
 
 /// The machine, reduced to what the memory model needs.
 #[derive(Debug, Clone, PartialEq)]
@@ -1286,7 +1302,22 @@ fn compute_buffers(p: &ModelProfile, ctx: &Context, lay: &Layout) -> ComputeBuff
             };
             let offload = if offloads_ops {
                 let vulkan = lay.backend.get(g) == Some(&Backend::Vulkan);
-                offload_stage(p, ctx, &c, lay, max_tensor, vulkan)
+                // On Vulkan, the graphs whose allocations were read from
+                // llama.cpp are replayed through its allocator; others (and
+                // CUDA, whose weight copies are padded) keep the stage rule.
+                vulkan
+                    .then(|| {
+                        galloc::op_offload_buffer(
+                            p,
+                            ctx,
+                            lay.cpu_layers,
+                            max_tensor,
+                            VULKAN_ALIGN,
+                            VULKAN_CHUNK,
+                        )
+                    })
+                    .flatten()
+                    .unwrap_or_else(|| offload_stage(p, ctx, &c, lay, max_tensor, vulkan))
             } else {
                 0
             };

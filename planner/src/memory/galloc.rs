@@ -1,0 +1,706 @@
+//! The compute buffer of a device that runs the big-batch products of the
+//! layers left on the CPU (the scheduler's op offload), replayed through
+//! ggml-alloc's own allocator rather than estimated stage by stage.
+//!
+//! Each product with a weight on the CPU starts a split of its own whose
+//! copy of the weight lives in the device's compute buffer beside the
+//! activations, and ggml-alloc packs the copies and activations of every
+//! split into one buffer with a best-fit free list (`ggml-alloc.c`
+//! `ggml_dyn_tallocr_alloc`, `_free_bytes`). The buffer's size is where the
+//! packing peaks, fragmentation included: on lavapipe, Gemma 3 4B's copies
+//! of Q4_K and Q6_K FFN weights leave holes a later copy does not fit, and
+//! the buffer is 103.6 MiB where the live tensors never exceed 65.5 MiB. No
+//! per-stage rule gets that right (the previous one was 16-34% off on the
+//! Gemma 3 cases), so this module replays the allocator over the sequence
+//! of allocations, frees and in-place reuses that llama.cpp's graph makes
+//! for each layer, in graph order.
+//!
+//! The sequences were read from the graphs llama.cpp's scheduler builds
+//! (every node of the copied graph, with its sources, views and flags,
+//! replayed through a port of ggml-alloc that reproduces llama.cpp's buffer
+//! sizes to the byte), for `llama`, `gemma3` and `qwen3moe`, with flash
+//! attention on and off and attention products the device refuses. Held to
+//! llama.cpp's accounting on lavapipe by `app/tests/run/vulkan.rs`; any other
+//! architecture, or a layer with tensors the sequence does not know, falls
+//! back to the stage rule ([`None`]).
+
+use super::{Context, kv_rows};
+use crate::profile::ModelProfile;
+
+/// ggml-alloc's dynamic allocator: chunks of at most `max_chunk` bytes, each
+/// a free list sorted by offset whose last block is the chunk's open end.
+struct Dyn {
+    align: u64,
+    max_chunk: u64,
+    chunks: Vec<Chunk>,
+}
+
+struct Chunk {
+    /// Free blocks `(offset, size)`, sorted by offset; the last one is the
+    /// open end of the chunk.
+    free: Vec<(u64, u64)>,
+    /// The chunk's high-water mark.
+    max: u64,
+}
+
+impl Dyn {
+    fn new(align: u64, max_chunk: u64) -> Self {
+        Self {
+            align: align.max(1),
+            max_chunk,
+            chunks: Vec::new(),
+        }
+    }
+
+    fn aligned(&self, size: u64) -> u64 {
+        size.div_ceil(self.align).saturating_mul(self.align)
+    }
+
+    /// `ggml_dyn_tallocr_alloc`: the best-fitting free block other than a
+    /// chunk's open end (the last of equals), else the open end that wastes
+    /// least or grows least, else a new chunk.
+    fn alloc(&mut self, size: u64) -> (usize, u64) {
+        let size = self.aligned(size);
+        let mut best: Option<(usize, usize)> = None;
+        for (c, chunk) in self.chunks.iter().enumerate() {
+            let mut best_size = u64::MAX;
+            let blocks = chunk.free.len().saturating_sub(1);
+            for (i, &(_, s)) in chunk.free[..blocks].iter().enumerate() {
+                if s >= size && s <= best_size {
+                    best = Some((c, i));
+                    best_size = s;
+                }
+            }
+        }
+        if best.is_none() {
+            let mut best_reuse = i128::MIN;
+            for (c, chunk) in self.chunks.iter().enumerate() {
+                let Some(&(offset, s)) = chunk.free.last() else {
+                    continue;
+                };
+                let reuse = i128::from(chunk.max) - i128::from(offset) - i128::from(size);
+                let better_reuse = best_reuse < 0 && reuse > best_reuse;
+                let better_fit = reuse >= 0 && reuse < best_reuse;
+                if s >= size && (better_reuse || better_fit) {
+                    best = Some((c, chunk.free.len() - 1));
+                    best_reuse = reuse;
+                }
+            }
+        }
+        let (c, i) = best.unwrap_or_else(|| {
+            self.chunks.push(Chunk {
+                free: vec![(0, size.max(self.max_chunk))],
+                max: 0,
+            });
+            (self.chunks.len() - 1, 0)
+        });
+        let chunk = &mut self.chunks[c];
+        let (offset, s) = chunk.free[i];
+        if s == size {
+            chunk.free.remove(i);
+        } else {
+            chunk.free[i] = (offset.saturating_add(size), s - size);
+        }
+        chunk.max = chunk.max.max(offset.saturating_add(size));
+        (c, offset)
+    }
+
+    /// `ggml_dyn_tallocr_free_bytes`: merged with the block it ends or
+    /// starts (and that block's neighbour), else a new block in order.
+    fn free(&mut self, (c, offset): (usize, u64), size: u64) {
+        let size = self.aligned(size);
+        let free = &mut self.chunks[c].free;
+        for i in 0..free.len() {
+            let (o, s) = free[i];
+            if o.saturating_add(s) == offset {
+                free[i].1 = s.saturating_add(size);
+                if let Some(&(next_o, next_s)) = free.get(i + 1)
+                    && free[i].0.saturating_add(free[i].1) == next_o
+                {
+                    free[i].1 = free[i].1.saturating_add(next_s);
+                    free.remove(i + 1);
+                }
+                return;
+            }
+            if offset.saturating_add(size) == o {
+                free[i] = (offset, s.saturating_add(size));
+                if i > 0 && free[i - 1].0.saturating_add(free[i - 1].1) == offset {
+                    free[i - 1].1 = free[i - 1].1.saturating_add(free[i].1);
+                    free.remove(i);
+                }
+                return;
+            }
+        }
+        let at = free.partition_point(|&(o, _)| o < offset);
+        free.insert(at, (offset, size));
+    }
+
+    /// The buffer: every chunk's high-water mark.
+    fn size(&self) -> u64 {
+        self.chunks.iter().fold(0, |n, c| n.saturating_add(c.max))
+    }
+}
+
+/// The tensors of the replay by role; a role holds one tensor at a time.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum R {
+    /// A weight's copy (one at a time: each starts its own split).
+    W,
+    MixedEmbd,
+    MixedRows,
+    Slots,
+    Embd,
+    ScaleRows,
+    Dup,
+    Pos,
+    Mask,
+    MaskSwa,
+    Norm,
+    X,
+    Q,
+    Q0,
+    K,
+    K0,
+    V,
+    CacheK,
+    CacheV,
+    Kq,
+    Kqv,
+    KqvCopy,
+    Att,
+    O,
+    Ids,
+    AttnRows,
+    ResidualRows,
+    Sa,
+    Residual,
+    FfnIn,
+    Gate,
+    Up,
+    Act,
+    ActCopy,
+    Down,
+    Logits,
+    Probs,
+    Argsort,
+    RouterW,
+    WeightSum,
+    RouterWNorm,
+    ExpertSum,
+}
+
+struct Sim {
+    d: Dyn,
+    live: Vec<(R, (usize, u64), u64)>,
+    pinned: Vec<R>,
+}
+
+impl Sim {
+    fn a(&mut self, r: R, size: u64) {
+        let at = self.d.alloc(size);
+        self.live.push((r, at, size));
+    }
+
+    fn take(&mut self, r: R) -> Option<((usize, u64), u64)> {
+        let i = self.live.iter().rposition(|&(x, _, _)| x == r)?;
+        let (_, at, size) = self.live.swap_remove(i);
+        Some((at, size))
+    }
+
+    fn f(&mut self, r: R) {
+        if self.pinned.contains(&r) {
+            return;
+        }
+        if let Some((at, size)) = self.take(r) {
+            self.d.free(at, size);
+        }
+    }
+
+    /// An in-place op: `new` takes `old`'s block.
+    fn i(&mut self, new: R, old: R) {
+        if let Some((at, size)) = self.take(old) {
+            self.live.push((new, at, size));
+        }
+    }
+
+    fn pin(&mut self, r: R, size: u64) {
+        self.a(r, size);
+        self.pinned.push(r);
+    }
+
+    fn unpin(&mut self, r: R) {
+        if let Some(i) = self.pinned.iter().position(|&x| x == r) {
+            self.pinned.swap_remove(i);
+            self.f(r);
+        }
+    }
+}
+
+/// The graph families whose sequences were read from llama.cpp.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Family {
+    /// `llm_build_llama`: Q, V, K; RoPE out of place.
+    Llama,
+    /// `llm_build_gemma3`: Q, K, V with Q/K norms; post-norms; query scale.
+    Gemma3,
+    /// `llm_build_qwen3moe`: Q, V, K with Q/K norms; routed experts.
+    Qwen3Moe,
+}
+
+/// The tensors each family's layer holds (anything else changes the graph).
+fn layer_tensors(family: Family) -> &'static [&'static str] {
+    match family {
+        Family::Llama => &[
+            "attn_norm",
+            "attn_q",
+            "attn_k",
+            "attn_v",
+            "attn_output",
+            "ffn_norm",
+            "ffn_gate",
+            "ffn_up",
+            "ffn_down",
+        ],
+        Family::Gemma3 => &[
+            "attn_norm",
+            "attn_q",
+            "attn_k",
+            "attn_v",
+            "attn_output",
+            "attn_q_norm",
+            "attn_k_norm",
+            "post_attention_norm",
+            "ffn_norm",
+            "ffn_gate",
+            "ffn_up",
+            "ffn_down",
+            "post_ffw_norm",
+        ],
+        Family::Qwen3Moe => &[
+            "attn_norm",
+            "attn_q",
+            "attn_k",
+            "attn_v",
+            "attn_output",
+            "attn_q_norm",
+            "attn_k_norm",
+            "ffn_norm",
+            "ffn_gate_inp",
+            "ffn_gate_exps",
+            "ffn_up_exps",
+            "ffn_down_exps",
+        ],
+    }
+}
+
+/// The op-offload device's compute buffer when the first `cpu_layers` layers
+/// stay on the CPU (all of them: `whole`, with the output layer too), for a
+/// device whose buffers align to `align` and are cut into chunks of
+/// `max_chunk` and which refuses tensors above `max_tensor`. `None` when the
+/// model's graph is not one this module replays.
+pub(super) fn op_offload_buffer(
+    p: &ModelProfile,
+    ctx: &Context,
+    cpu_layers: u32,
+    max_tensor: u64,
+    align: u64,
+    max_chunk: u64,
+) -> Option<u64> {
+    let family = match p.arch.as_str() {
+        "llama" => Family::Llama,
+        "gemma3" => Family::Gemma3,
+        "qwen3moe" => Family::Qwen3Moe,
+        _ => return None,
+    };
+    if ctx.n_seq != 1
+        || p.mla.is_some()
+        || p.recurrent.is_some()
+        || p.nextn > 0
+        || (family == Family::Qwen3Moe) != p.experts.is_some()
+        || cpu_layers == 0
+        || cpu_layers > p.n_layer
+    {
+        return None;
+    }
+    let whole = cpu_layers == p.n_layer;
+    let known = layer_tensors(family);
+    // Each layer's weights by role, every one of them known.
+    let mut weights = Vec::with_capacity(cpu_layers as usize);
+    for (il, layer) in p.layers.iter().take(cpu_layers as usize).enumerate() {
+        let prefix = format!("blk.{il}.");
+        let mut w = vec![None; known.len()];
+        for t in &layer.tensors {
+            let role = t
+                .name
+                .strip_prefix(&prefix)
+                .and_then(|n| n.strip_suffix(".weight"))?;
+            let k = known.iter().position(|&n| n == role)?;
+            w[k] = Some(t.bytes);
+        }
+        let w: Option<Vec<u64>> = w.into_iter().collect();
+        weights.push(w?);
+        if !p.is_attention_layer(il) || p.n_head_kv.get(il).copied().unwrap_or(0) == 0 {
+            return None;
+        }
+    }
+    if weights.len() != cpu_layers as usize {
+        return None;
+    }
+    let wt = |il: usize, name: &str| -> u64 {
+        let k = known.iter().position(|&n| n == name).unwrap_or(0);
+        weights[il][k]
+    };
+
+    let f4 = |n: u64| n.saturating_mul(4);
+    let n_tok = u64::from(ctx.n_tokens);
+    let e = u64::from(p.n_embd);
+    let (dk, dv) = (u64::from(p.head_dim_k), u64::from(p.head_dim_v));
+    let n_out = u64::from(ctx.n_outputs.max(1)).min(n_tok);
+    let mut s = Sim {
+        d: Dyn::new(align, max_chunk),
+        live: Vec::new(),
+        pinned: Vec::new(),
+    };
+    let mut t = n_tok;
+    let e4 = |t: u64| f4(e.saturating_mul(t));
+    // The graph's inputs: this llama.cpp mixes token and multimodal
+    // embeddings through a copy the graph never frees.
+    s.a(R::MixedEmbd, e4(t));
+    s.a(R::MixedRows, e4(t));
+    s.a(R::Slots, 4096);
+    s.a(R::Embd, e4(t));
+    if family == Family::Gemma3 {
+        s.a(R::ScaleRows, 2048);
+    }
+    s.pin(R::Dup, e4(t));
+    s.f(R::MixedEmbd);
+    if family == Family::Gemma3 {
+        s.i(R::Residual, R::Embd);
+        s.f(R::ScaleRows);
+        s.f(R::MixedRows);
+        s.f(R::Slots);
+        s.a(R::Norm, e4(t));
+    } else {
+        s.a(R::Norm, e4(t));
+        s.f(R::MixedRows);
+        s.f(R::Slots);
+        s.i(R::Residual, R::Embd);
+    }
+    let mask_of = |il: usize| {
+        if family == Family::Gemma3 && p.is_swa_layer(il) {
+            R::MaskSwa
+        } else {
+            R::Mask
+        }
+    };
+    let last_use = |m: R| (0..p.n_layer as usize).rev().find(|&il| mask_of(il) == m);
+    let mut masks_in = Vec::new();
+    for il in 0..cpu_layers as usize {
+        let last = whole && il + 1 == p.n_layer as usize;
+        let h = u64::from(p.n_head.get(il).copied().unwrap_or(0));
+        let hkv = u64::from(p.n_head_kv[il]);
+        let q4 = f4(h.saturating_mul(dk).saturating_mul(t));
+        let k4 = f4(hkv.saturating_mul(dk).saturating_mul(t));
+        let v4 = f4(hkv.saturating_mul(dv).saturating_mul(t));
+        let cells = match &p.swa {
+            Some(swa) if p.is_swa_layer(il) => ctx.swa_cells(swa.window),
+            _ => u64::from(ctx.n_ctx_seq),
+        };
+        let (k_row, v_row) = kv_rows(p, ctx, il);
+        let cache_k = k_row.saturating_mul(cells);
+        let cache_v = v_row.saturating_mul(cells);
+        let kq = f4(cells.saturating_mul(t).saturating_mul(h));
+        let refused = !ctx.flash_attn && kq > max_tensor;
+        let mask = mask_of(il);
+        let mask_bytes = cells
+            .saturating_mul(t.next_multiple_of(64))
+            .saturating_mul(if ctx.flash_attn { 2 } else { 4 });
+
+        if il > 0 {
+            s.a(R::Norm, e4(t));
+        }
+        s.a(R::W, wt(il, "attn_norm"));
+        s.i(R::X, R::Norm);
+        s.f(R::W);
+        let proj = |s: &mut Sim, r: R, w: u64, size: u64| {
+            s.a(R::W, w);
+            s.a(r, size);
+            s.f(R::W);
+        };
+        match family {
+            Family::Gemma3 => {
+                proj(&mut s, R::Q0, wt(il, "attn_q"), q4);
+                s.a(R::Q, q4);
+                s.f(R::Q0);
+                s.a(R::W, wt(il, "attn_q_norm"));
+                if il == 0 {
+                    s.pin(R::Pos, f4(t));
+                }
+                s.f(R::W);
+                proj(&mut s, R::K0, wt(il, "attn_k"), k4);
+                s.a(R::K, k4);
+                s.f(R::K0);
+                s.a(R::W, wt(il, "attn_k_norm"));
+                s.f(R::W);
+                if last {
+                    s.unpin(R::Pos);
+                }
+                proj(&mut s, R::V, wt(il, "attn_v"), v4);
+                s.f(R::X);
+                s.f(R::K);
+                s.f(R::V);
+            }
+            Family::Qwen3Moe => {
+                proj(&mut s, R::Q0, wt(il, "attn_q"), q4);
+                s.a(R::Q, q4);
+                s.f(R::Q0);
+                s.a(R::W, wt(il, "attn_q_norm"));
+                if il == 0 {
+                    s.pin(R::Pos, f4(t));
+                }
+                s.f(R::W);
+                proj(&mut s, R::V, wt(il, "attn_v"), v4);
+                proj(&mut s, R::K0, wt(il, "attn_k"), k4);
+                s.f(R::X);
+                s.a(R::K, k4);
+                s.f(R::K0);
+                s.a(R::W, wt(il, "attn_k_norm"));
+                s.f(R::W);
+                if last {
+                    s.unpin(R::Pos);
+                }
+                s.f(R::K);
+                s.f(R::V);
+            }
+            Family::Llama => {
+                s.a(R::W, wt(il, "attn_q"));
+                if il == 0 {
+                    s.pin(R::Pos, f4(t));
+                }
+                s.a(R::Q0, q4);
+                s.f(R::W);
+                s.a(R::Q, q4);
+                s.f(R::Q0);
+                proj(&mut s, R::V, wt(il, "attn_v"), v4);
+                proj(&mut s, R::K0, wt(il, "attn_k"), k4);
+                s.f(R::X);
+                s.a(R::K, k4);
+                s.f(R::K0);
+                if last {
+                    s.unpin(R::Pos);
+                }
+                s.f(R::K);
+                s.f(R::V);
+            }
+        }
+        if refused {
+            // The CPU computes the attention; its output comes back.
+            s.f(R::Q);
+            s.a(R::KqvCopy, q4);
+            s.a(R::Att, q4);
+            s.f(R::KqvCopy);
+        } else {
+            let first_use = !masks_in.contains(&mask);
+            let last_mask = whole && last_use(mask) == Some(il);
+            s.a(R::CacheK, cache_k);
+            if ctx.flash_attn {
+                s.a(R::CacheV, cache_v);
+                if first_use {
+                    s.pin(mask, mask_bytes);
+                    masks_in.push(mask);
+                }
+                s.a(R::Att, q4);
+                s.f(R::Q);
+                s.f(R::CacheK);
+                s.f(R::CacheV);
+                if last_mask {
+                    s.unpin(mask);
+                }
+            } else {
+                if first_use {
+                    s.pin(mask, mask_bytes);
+                    masks_in.push(mask);
+                }
+                s.a(R::CacheV, cache_v);
+                s.a(R::Kq, kq);
+                s.f(R::CacheK);
+                s.f(R::Q);
+                if last_mask {
+                    s.unpin(mask);
+                }
+                s.a(R::Kqv, q4);
+                s.f(R::CacheV);
+                s.f(R::Kq);
+                s.a(R::Att, q4);
+                s.f(R::Kqv);
+            }
+        }
+        if last {
+            // The last layer keeps the output rows only (`inp_out_ids`).
+            let rows = e4(n_out);
+            s.a(R::W, wt(il, "attn_output"));
+            s.a(R::Ids, f4(n_out));
+            s.a(R::O, e4(t));
+            s.f(R::W);
+            s.f(R::Att);
+            if family == Family::Gemma3 {
+                s.a(R::AttnRows, rows);
+                s.f(R::O);
+                s.a(R::W, wt(il, "post_attention_norm"));
+                s.f(R::W);
+                s.a(R::ResidualRows, rows);
+                s.f(R::Residual);
+                s.f(R::Ids);
+            } else {
+                s.a(R::ResidualRows, rows);
+                s.f(R::Residual);
+                s.a(R::AttnRows, rows);
+                s.f(R::O);
+                s.f(R::Ids);
+            }
+            s.i(R::Sa, R::AttnRows);
+            s.f(R::ResidualRows);
+            t = n_out;
+        } else {
+            s.a(R::W, wt(il, "attn_output"));
+            s.a(R::O, e4(t));
+            s.f(R::W);
+            s.f(R::Att);
+            if family == Family::Gemma3 {
+                s.a(R::W, wt(il, "post_attention_norm"));
+                s.f(R::W);
+            }
+            s.i(R::Sa, R::O);
+            s.f(R::Residual);
+        }
+        s.a(R::Norm, e4(t));
+        s.a(R::W, wt(il, "ffn_norm"));
+        s.i(R::FfnIn, R::Norm);
+        s.f(R::W);
+        if let Some(x) = p.experts.filter(|_| family == Family::Qwen3Moe) {
+            let n_exp = u64::from(x.count);
+            let used = u64::from(x.used);
+            let router = f4(n_exp.saturating_mul(t));
+            proj(&mut s, R::Logits, wt(il, "ffn_gate_inp"), router);
+            s.a(R::Probs, router);
+            s.a(R::Argsort, router);
+            s.a(R::RouterW, f4(used.saturating_mul(t)));
+            s.f(R::Probs);
+            s.a(R::WeightSum, f4(t));
+            s.a(R::RouterWNorm, f4(used.saturating_mul(t)));
+            s.f(R::RouterW);
+            s.f(R::WeightSum);
+            s.f(R::Logits);
+            // The experts' width: the stacked gate's rows.
+            let ff_exp = p.layers[il]
+                .tensors
+                .iter()
+                .find(|w| w.name.ends_with(".ffn_gate_exps.weight"))
+                .and_then(|w| w.dims.get(1).copied())
+                .unwrap_or(0);
+            let act = f4(ff_exp.saturating_mul(used).saturating_mul(t));
+            let down = f4(e.saturating_mul(used).saturating_mul(t));
+            let gate = wt(il, "ffn_gate_exps");
+            let up = wt(il, "ffn_up_exps");
+            let down_w = wt(il, "ffn_down_exps");
+            if gate <= max_tensor && up <= max_tensor {
+                proj(&mut s, R::Gate, gate, act);
+                proj(&mut s, R::Up, up, act);
+                s.f(R::FfnIn);
+                s.a(R::Act, act);
+                s.f(R::Gate);
+                s.f(R::Up);
+                if down_w <= max_tensor {
+                    proj(&mut s, R::Down, down_w, down);
+                    s.f(R::Act);
+                    s.f(R::Argsort);
+                } else {
+                    s.f(R::Act);
+                    s.f(R::Argsort);
+                    s.a(R::Down, down);
+                }
+            } else {
+                s.f(R::FfnIn);
+                s.f(R::Argsort);
+                if down_w <= max_tensor {
+                    s.a(R::ActCopy, act);
+                    proj(&mut s, R::Down, down_w, down);
+                    s.f(R::ActCopy);
+                } else {
+                    s.a(R::Down, down);
+                }
+            }
+            s.f(R::RouterWNorm);
+            s.a(R::ExpertSum, e4(t));
+            s.f(R::Down);
+            s.i(R::Down, R::ExpertSum);
+        } else {
+            let ff = f4(u64::from(p.n_ff).saturating_mul(t));
+            proj(&mut s, R::Gate, wt(il, "ffn_gate"), ff);
+            proj(&mut s, R::Up, wt(il, "ffn_up"), ff);
+            s.f(R::FfnIn);
+            s.a(R::Act, ff);
+            s.f(R::Gate);
+            s.f(R::Up);
+            proj(&mut s, R::Down, wt(il, "ffn_down"), e4(t));
+            s.f(R::Act);
+        }
+        if family == Family::Gemma3 {
+            s.a(R::W, wt(il, "post_ffw_norm"));
+            s.f(R::W);
+        }
+        s.i(R::Residual, R::Down);
+        s.f(R::Sa);
+    }
+    if whole {
+        // The output layer stays on the CPU: its norm is offloaded, and so
+        // is its product when the batch has rows enough and the device
+        // takes the matrix.
+        let norm = p
+            .globals
+            .iter()
+            .find(|g| g.name == "output_norm.weight")
+            .map_or(0, |g| g.bytes);
+        s.a(R::W, norm);
+        s.f(R::W);
+        if let Some(out) = p.output.as_ref().or(p.token_embd.as_ref())
+            && n_out >= u64::from(super::OP_OFFLOAD_MIN_BATCH)
+            && out.bytes <= max_tensor
+        {
+            s.a(R::W, out.bytes);
+            s.a(R::Logits, f4(p.n_vocab.saturating_mul(n_out)));
+            s.f(R::W);
+        }
+    }
+    Some(s.d.size())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Dyn;
+
+    /// ggml-alloc's best fit: the smallest hole that holds the tensor (the
+    /// later of equals), else the open end, which grows the buffer.
+    #[test]
+    fn the_allocator_fits_the_smallest_hole_and_merges_what_is_freed() {
+        let mut d = Dyn::new(16, 1 << 30);
+        let a = d.alloc(100);
+        let b = d.alloc(50);
+        let c = d.alloc(100);
+        let _end = d.alloc(10);
+        assert_eq!((a.1, b.1, c.1), (0, 112, 176));
+        d.free(a, 100);
+        d.free(c, 100);
+        // 48 bytes fit both 112-byte holes: the later one is taken.
+        assert_eq!(d.alloc(48).1, 176);
+        // Freeing b merges it with the hole before it.
+        d.free(b, 50);
+        assert_eq!(d.alloc(160).1, 0);
+        // No hole holds 200 (16 bytes are left at 160, 64 at 224): the
+        // open end, after the 10-byte tensor, grows the buffer.
+        assert_eq!(d.size(), 304);
+        let e = d.alloc(200);
+        assert_eq!(e.1, 304);
+        assert_eq!(d.size(), 304 + 208);
+    }
+}
