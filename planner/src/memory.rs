@@ -449,6 +449,9 @@ impl GpuSpec {
 /// The alignment assumed for a tensor in a Vulkan buffer.
 const VULKAN_ALIGN: u64 = 256;
 
+/// The alignment of a CUDA buffer's tensors (`ggml_backend_cuda_buffer_type_get_alignment`).
+const CUDA_ALIGN: u64 = 128;
+
 /// The largest piece of a Vulkan buffer (`GGML_VK_SUBALLOCATION_BLOCK_SIZE`):
 /// ggml-alloc starts a new chunk past it.
 const VULKAN_CHUNK: u64 = 1 << 30;
@@ -1302,21 +1305,14 @@ fn compute_buffers(p: &ModelProfile, ctx: &Context, lay: &Layout) -> ComputeBuff
             };
             let offload = if offloads_ops {
                 let vulkan = lay.backend.get(g) == Some(&Backend::Vulkan);
-                // On Vulkan, the graphs whose allocations were read from
-                // llama.cpp are replayed through its allocator; others (and
-                // CUDA, whose weight copies are padded) keep the stage rule.
-                vulkan
-                    .then(|| {
-                        galloc::op_offload_buffer(
-                            p,
-                            ctx,
-                            lay.cpu_layers,
-                            max_tensor,
-                            VULKAN_ALIGN,
-                            VULKAN_CHUNK,
-                        )
-                    })
-                    .flatten()
+                // The graphs whose allocations were read from llama.cpp are
+                // replayed through its allocator; others keep the stage rule.
+                let (align, chunk) = if vulkan {
+                    (VULKAN_ALIGN, VULKAN_CHUNK)
+                } else {
+                    (CUDA_ALIGN, u64::MAX)
+                };
+                galloc::op_offload_buffer(p, ctx, lay.cpu_layers, max_tensor, align, chunk)
                     .unwrap_or_else(|| offload_stage(p, ctx, &c, lay, max_tensor, vulkan))
             } else {
                 0

@@ -18,9 +18,12 @@
 //! The sequences were read from the graphs llama.cpp's scheduler builds
 //! (every node of the copied graph, with its sources, views and flags,
 //! replayed through a port of ggml-alloc that reproduces llama.cpp's buffer
-//! sizes to the byte), for `llama`, `gemma3` and `qwen3moe`, with flash
-//! attention on and off and attention products the device refuses. Held to
-//! llama.cpp's accounting on lavapipe by `app/tests/run/vulkan.rs`; any other
+//! sizes to the byte), for `llama` (with and without Llama 3's
+//! `rope_freqs`), `gemma3` and `qwen3moe`, with flash attention on and off
+//! and attention products the device refuses; `qwen3` is `qwen3moe`'s
+//! attention with a dense FFN. Held to llama.cpp's accounting on lavapipe by
+//! `app/tests/run/vulkan.rs` and on an H200 by `memory/tests_cuda.rs` (CUDA
+//! pads a quantized copy by at most one row, which no case shows); any other
 //! architecture, or a layer with tensors the sequence does not know, falls
 //! back to the stage rule ([`None`]).
 
@@ -153,6 +156,7 @@ enum R {
     ScaleRows,
     Dup,
     Pos,
+    Freqs,
     Mask,
     MaskSwa,
     Norm,
@@ -239,12 +243,15 @@ impl Sim {
 /// The graph families whose sequences were read from llama.cpp.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Family {
-    /// `llm_build_llama`: Q, V, K; RoPE out of place.
+    /// `llm_build_llama`: Q, V, K; RoPE out of place (with Llama 3's
+    /// frequency factors, a split of its own).
     Llama,
     /// `llm_build_gemma3`: Q, K, V with Q/K norms; post-norms; query scale.
     Gemma3,
     /// `llm_build_qwen3moe`: Q, V, K with Q/K norms; routed experts.
     Qwen3Moe,
+    /// `llm_build_qwen3`: Qwen3-MoE's attention, a dense FFN.
+    Qwen3,
 }
 
 /// The tensors each family's layer holds (anything else changes the graph).
@@ -275,6 +282,19 @@ fn layer_tensors(family: Family) -> &'static [&'static str] {
             "ffn_up",
             "ffn_down",
             "post_ffw_norm",
+        ],
+        Family::Qwen3 => &[
+            "attn_norm",
+            "attn_q",
+            "attn_k",
+            "attn_v",
+            "attn_output",
+            "attn_q_norm",
+            "attn_k_norm",
+            "ffn_norm",
+            "ffn_gate",
+            "ffn_up",
+            "ffn_down",
         ],
         Family::Qwen3Moe => &[
             "attn_norm",
@@ -310,6 +330,7 @@ pub(super) fn op_offload_buffer(
         "llama" => Family::Llama,
         "gemma3" => Family::Gemma3,
         "qwen3moe" => Family::Qwen3Moe,
+        "qwen3" => Family::Qwen3,
         _ => return None,
     };
     if ctx.n_seq != 1
@@ -394,6 +415,11 @@ pub(super) fn op_offload_buffer(
         }
     };
     let last_use = |m: R| (0..p.n_layer as usize).rev().find(|&il| mask_of(il) == m);
+    let freqs = p
+        .globals
+        .iter()
+        .find(|g| g.name == "rope_freqs.weight")
+        .map(|g| g.bytes);
     let mut masks_in = Vec::new();
     for il in 0..cpu_layers as usize {
         let last = whole && il + 1 == p.n_layer as usize;
@@ -450,7 +476,7 @@ pub(super) fn op_offload_buffer(
                 s.f(R::K);
                 s.f(R::V);
             }
-            Family::Qwen3Moe => {
+            Family::Qwen3Moe | Family::Qwen3 => {
                 proj(&mut s, R::Q0, wt(il, "attn_q"), q4);
                 s.a(R::Q, q4);
                 s.f(R::Q0);
@@ -473,21 +499,42 @@ pub(super) fn op_offload_buffer(
                 s.f(R::V);
             }
             Family::Llama => {
-                s.a(R::W, wt(il, "attn_q"));
-                if il == 0 {
+                // Llama 3's `rope_freqs` is a weight: each RoPE starts a
+                // split, the first with the positions and the factors as
+                // inputs, the later ones with none, so V's product (and its
+                // weight's copy) joins the query's RoPE.
+                if il == 0 && freqs.is_none() {
+                    s.a(R::W, wt(il, "attn_q"));
                     s.pin(R::Pos, f4(t));
+                    s.a(R::Q0, q4);
+                    s.f(R::W);
+                } else {
+                    proj(&mut s, R::Q0, wt(il, "attn_q"), q4);
                 }
-                s.a(R::Q0, q4);
-                s.f(R::W);
-                s.a(R::Q, q4);
-                s.f(R::Q0);
-                proj(&mut s, R::V, wt(il, "attn_v"), v4);
+                if il == 0
+                    && let Some(bytes) = freqs
+                {
+                    s.pin(R::Pos, f4(t));
+                    s.pin(R::Freqs, bytes);
+                }
+                if freqs.is_some() && il > 0 {
+                    s.a(R::W, wt(il, "attn_v"));
+                    s.a(R::Q, q4);
+                    s.f(R::Q0);
+                    s.a(R::V, v4);
+                    s.f(R::W);
+                } else {
+                    s.a(R::Q, q4);
+                    s.f(R::Q0);
+                    proj(&mut s, R::V, wt(il, "attn_v"), v4);
+                }
                 proj(&mut s, R::K0, wt(il, "attn_k"), k4);
                 s.f(R::X);
                 s.a(R::K, k4);
                 s.f(R::K0);
                 if last {
                     s.unpin(R::Pos);
+                    s.unpin(R::Freqs);
                 }
                 s.f(R::K);
                 s.f(R::V);

@@ -209,8 +209,11 @@ fn compare(c: &Case, plan: &Plan) -> (String, Vec<String>) {
 
 /// Misses of compute or total outside the held set, as recorded with these
 /// rules: a ratchet (a change that adds one fails; one that mends some
-/// should lower it).
-const KNOWN_MISSES: usize = 154;
+/// should lower it). 154 before the op-offload buffer was replayed through
+/// ggml-alloc (`memory/galloc.rs`), which made the `-ngl 0` and partial
+/// cases of llama (with and without Llama 3's `rope_freqs`), gemma3, qwen3
+/// and qwen3moe exact and added none.
+const KNOWN_MISSES: usize = 128;
 
 /// Weights and KV on every case and device; compute and total within their
 /// bounds on every full offload of a model without experts, per-layer
