@@ -1236,7 +1236,19 @@ fn compute_buffers(p: &ModelProfile, ctx: &Context, lay: &Layout) -> ComputeBuff
         } else {
             0
         };
-        sum([product([copies, c.inputs]), layers.max(output)])
+        if copies == 1 {
+            // The masks are copied to the device at their first use and
+            // their last consumer on the CPU runs before the output stage:
+            // ggml-alloc frees them, and the logits take their place
+            // (measured on lavapipe: Gemma 3 270M at 32k, whose 32-64 MiB of
+            // masks the 512 MiB of logits do not add to).
+            let during = sum([c.inputs, layers]);
+            let after = sum([c.inputs.saturating_sub(c.masks), output]);
+            during.max(after)
+        } else {
+            // Pipeline parallelism keeps every copy of the inputs.
+            sum([product([copies, c.inputs]), layers.max(output)])
+        }
     } else if !uses_gpu {
         sum([c.inputs, c.layer_peak.max(output_stage)])
     } else if lay.cpu_layers == 0 && out_dev.is_some() {
