@@ -1271,11 +1271,26 @@ fn compute_buffers(p: &ModelProfile, ctx: &Context, lay: &Layout) -> ComputeBuff
             .map(|il| kv_bytes_layer(p, ctx, il))
             .max()
             .unwrap_or(0);
-        // Not held: with layers of its own as well, the CPU's buffer can
-        // take two places for the two kinds of KQ matrix (measured: 4178
-        // MiB for Qwen3-30B-A3B at 32k with half its layers on lavapipe),
-        // or one (Gemma 3 4B at 32k, Llama 8B at 4k).
-        cpu.max(sum([c.inputs, c.kq, kv, c.q, c.et4]))
+        // With a Vulkan device the CPU's buffer is the pinned Vulkan_Host
+        // one, which ggml-alloc cuts into chunks of at most 1 GiB
+        // (`ggml_backend_vk_host_buffer_type_get_max_size`): a KQ matrix
+        // larger than that gets a chunk of its own, and when the CPU also
+        // runs its own layers' attention, the device layers' copies of K, Q
+        // and V land in the chunk the first matrix left, so the second
+        // takes another (replayed from llama.cpp's graph: Qwen3-30B-A3B at
+        // 32k with half its layers on lavapipe, 4178 MiB; Gemma 3 4B at 32k
+        // and Llama 8B at 4k, whose matrices fit a chunk, take one place).
+        let vulkan_host = lay.uses_gpu && lay.backend.contains(&Backend::Vulkan);
+        let own_attention = lay.cpu_layers > 0
+            && lay
+                .op_offload
+                .is_none_or(|og| c.kq > lay.max_tensor.get(og).copied().unwrap_or(u64::MAX));
+        let places = if vulkan_host && own_attention && c.kq > VULKAN_CHUNK {
+            2
+        } else {
+            1
+        };
+        cpu.max(sum([c.inputs, product([places, c.kq]), kv, c.q, c.et4]))
     } else {
         cpu
     };

@@ -965,7 +965,12 @@ proptest! {
         }
     }
 
-    /// The compute buffers grow with the context (masks and KQ span it).
+    /// The compute buffers grow with the context (masks and KQ span it),
+    /// but for a device that runs the CPU layers' products: its buffer is
+    /// ggml-alloc's packing of weight copies and activations, replayed
+    /// (`memory/galloc.rs`), and that packing is not monotone in the context
+    /// in llama.cpp either (lavapipe, Llama 8B Q4_K_M at `-ngl 0`: 136.5 MiB
+    /// at 512 tokens, 131.5 at 4096).
     #[test]
     fn compute_grows_with_the_context(
         p in any_shape(),
@@ -978,7 +983,10 @@ proptest! {
         let at = |c| compute_buffers(p, &Context::resolve(&s, c), &lay);
         let (short, long) = (at(a.min(b)), at(a.max(b)));
         prop_assert!(short.cpu <= long.cpu);
-        for (x, y) in short.gpu.iter().zip(&long.gpu) {
+        for (g, (x, y)) in short.gpu.iter().zip(&long.gpu).enumerate() {
+            if lay.op_offload == Some(g) && lay.cpu_layers > 0 {
+                continue;
+            }
             prop_assert!(x <= y);
         }
     }
