@@ -255,62 +255,25 @@ enum Family {
 }
 
 /// The tensors each family's layer holds (anything else changes the graph).
-fn layer_tensors(family: Family) -> &'static [&'static str] {
-    match family {
-        Family::Llama => &[
-            "attn_norm",
-            "attn_q",
-            "attn_k",
-            "attn_v",
-            "attn_output",
-            "ffn_norm",
-            "ffn_gate",
-            "ffn_up",
-            "ffn_down",
-        ],
-        Family::Gemma3 => &[
-            "attn_norm",
-            "attn_q",
-            "attn_k",
-            "attn_v",
-            "attn_output",
-            "attn_q_norm",
-            "attn_k_norm",
-            "post_attention_norm",
-            "ffn_norm",
-            "ffn_gate",
-            "ffn_up",
-            "ffn_down",
-            "post_ffw_norm",
-        ],
-        Family::Qwen3 => &[
-            "attn_norm",
-            "attn_q",
-            "attn_k",
-            "attn_v",
-            "attn_output",
-            "attn_q_norm",
-            "attn_k_norm",
-            "ffn_norm",
-            "ffn_gate",
-            "ffn_up",
-            "ffn_down",
-        ],
-        Family::Qwen3Moe => &[
-            "attn_norm",
-            "attn_q",
-            "attn_k",
-            "attn_v",
-            "attn_output",
-            "attn_q_norm",
-            "attn_k_norm",
-            "ffn_norm",
-            "ffn_gate_inp",
-            "ffn_gate_exps",
-            "ffn_up_exps",
-            "ffn_down_exps",
-        ],
-    }
+fn layer_tensors(family: Family) -> Vec<&'static str> {
+    const ATTENTION: [&str; 5] = ["attn_norm", "attn_q", "attn_k", "attn_v", "attn_output"];
+    const QK_NORMS: [&str; 2] = ["attn_q_norm", "attn_k_norm"];
+    const DENSE: [&str; 4] = ["ffn_norm", "ffn_gate", "ffn_up", "ffn_down"];
+    const ROUTED: [&str; 5] = [
+        "ffn_norm",
+        "ffn_gate_inp",
+        "ffn_gate_exps",
+        "ffn_up_exps",
+        "ffn_down_exps",
+    ];
+    const POST_NORMS: [&str; 2] = ["post_attention_norm", "post_ffw_norm"];
+    let parts: &[&[&str]] = match family {
+        Family::Llama => &[&ATTENTION, &DENSE],
+        Family::Gemma3 => &[&ATTENTION, &QK_NORMS, &DENSE, &POST_NORMS],
+        Family::Qwen3 => &[&ATTENTION, &QK_NORMS, &DENSE],
+        Family::Qwen3Moe => &[&ATTENTION, &QK_NORMS, &ROUTED],
+    };
+    parts.concat()
 }
 
 /// The op-offload device's compute buffer when the first `cpu_layers` layers
@@ -453,24 +416,33 @@ pub(super) fn op_offload_buffer(
             s.a(r, size);
             s.f(R::W);
         };
+        // The Q/K norms (gemma3, qwen3): the norm is out of place, its
+        // weight's product and the RoPE in place; the first query's split
+        // brings the positions, the last key's RoPE is their last use.
+        let query_norm = |s: &mut Sim| {
+            s.a(R::Q, q4);
+            s.f(R::Q0);
+            s.a(R::W, wt(il, "attn_q_norm"));
+            if il == 0 {
+                s.pin(R::Pos, f4(t));
+            }
+            s.f(R::W);
+        };
+        let key_norm = |s: &mut Sim| {
+            s.a(R::K, k4);
+            s.f(R::K0);
+            s.a(R::W, wt(il, "attn_k_norm"));
+            s.f(R::W);
+            if last {
+                s.unpin(R::Pos);
+            }
+        };
         match family {
             Family::Gemma3 => {
                 proj(&mut s, R::Q0, wt(il, "attn_q"), q4);
-                s.a(R::Q, q4);
-                s.f(R::Q0);
-                s.a(R::W, wt(il, "attn_q_norm"));
-                if il == 0 {
-                    s.pin(R::Pos, f4(t));
-                }
-                s.f(R::W);
+                query_norm(&mut s);
                 proj(&mut s, R::K0, wt(il, "attn_k"), k4);
-                s.a(R::K, k4);
-                s.f(R::K0);
-                s.a(R::W, wt(il, "attn_k_norm"));
-                s.f(R::W);
-                if last {
-                    s.unpin(R::Pos);
-                }
+                key_norm(&mut s);
                 proj(&mut s, R::V, wt(il, "attn_v"), v4);
                 s.f(R::X);
                 s.f(R::K);
@@ -478,23 +450,11 @@ pub(super) fn op_offload_buffer(
             }
             Family::Qwen3Moe | Family::Qwen3 => {
                 proj(&mut s, R::Q0, wt(il, "attn_q"), q4);
-                s.a(R::Q, q4);
-                s.f(R::Q0);
-                s.a(R::W, wt(il, "attn_q_norm"));
-                if il == 0 {
-                    s.pin(R::Pos, f4(t));
-                }
-                s.f(R::W);
+                query_norm(&mut s);
                 proj(&mut s, R::V, wt(il, "attn_v"), v4);
                 proj(&mut s, R::K0, wt(il, "attn_k"), k4);
                 s.f(R::X);
-                s.a(R::K, k4);
-                s.f(R::K0);
-                s.a(R::W, wt(il, "attn_k_norm"));
-                s.f(R::W);
-                if last {
-                    s.unpin(R::Pos);
-                }
+                key_norm(&mut s);
                 s.f(R::K);
                 s.f(R::V);
             }
