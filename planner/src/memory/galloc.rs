@@ -254,26 +254,101 @@ enum Family {
     Qwen3,
 }
 
-/// The tensors each family's layer holds (anything else changes the graph).
-fn layer_tensors(family: Family) -> Vec<&'static str> {
-    const ATTENTION: [&str; 5] = ["attn_norm", "attn_q", "attn_k", "attn_v", "attn_output"];
-    const QK_NORMS: [&str; 2] = ["attn_q_norm", "attn_k_norm"];
-    const DENSE: [&str; 4] = ["ffn_norm", "ffn_gate", "ffn_up", "ffn_down"];
-    const ROUTED: [&str; 5] = [
-        "ffn_norm",
-        "ffn_gate_inp",
-        "ffn_gate_exps",
-        "ffn_up_exps",
-        "ffn_down_exps",
-    ];
-    const POST_NORMS: [&str; 2] = ["post_attention_norm", "post_ffw_norm"];
-    let parts: &[&[&str]] = match family {
-        Family::Llama => &[&ATTENTION, &DENSE],
-        Family::Gemma3 => &[&ATTENTION, &QK_NORMS, &DENSE, &POST_NORMS],
-        Family::Qwen3 => &[&ATTENTION, &QK_NORMS, &DENSE],
-        Family::Qwen3Moe => &[&ATTENTION, &QK_NORMS, &ROUTED],
-    };
-    parts.concat()
+/// The weights of a layer the sequences know, by role (`blk.N.ROLE.weight`).
+const ROLES: [&str; 17] = [
+    "attn_norm",
+    "attn_q",
+    "attn_k",
+    "attn_v",
+    "attn_output",
+    "attn_q_norm",
+    "attn_k_norm",
+    "post_attention_norm",
+    "ffn_norm",
+    "ffn_gate",
+    "ffn_up",
+    "ffn_down",
+    "post_ffw_norm",
+    "ffn_gate_inp",
+    "ffn_gate_exps",
+    "ffn_up_exps",
+    "ffn_down_exps",
+];
+const ATTN_NORM: usize = 0;
+const ATTN_Q: usize = 1;
+const ATTN_K: usize = 2;
+const ATTN_V: usize = 3;
+const ATTN_OUTPUT: usize = 4;
+const ATTN_Q_NORM: usize = 5;
+const ATTN_K_NORM: usize = 6;
+const POST_ATTENTION_NORM: usize = 7;
+const FFN_NORM: usize = 8;
+const FFN_GATE: usize = 9;
+const FFN_UP: usize = 10;
+const FFN_DOWN: usize = 11;
+const POST_FFW_NORM: usize = 12;
+const FFN_GATE_INP: usize = 13;
+const FFN_GATE_EXPS: usize = 14;
+const FFN_UP_EXPS: usize = 15;
+const FFN_DOWN_EXPS: usize = 16;
+
+/// The roles each family's layer holds (anything else changes the graph).
+fn layer_roles(family: Family) -> &'static [usize] {
+    match family {
+        Family::Llama => &[
+            ATTN_NORM,
+            ATTN_Q,
+            ATTN_K,
+            ATTN_V,
+            ATTN_OUTPUT,
+            FFN_NORM,
+            FFN_GATE,
+            FFN_UP,
+            FFN_DOWN,
+        ],
+        Family::Gemma3 => &[
+            ATTN_NORM,
+            ATTN_Q,
+            ATTN_K,
+            ATTN_V,
+            ATTN_OUTPUT,
+            ATTN_Q_NORM,
+            ATTN_K_NORM,
+            POST_ATTENTION_NORM,
+            FFN_NORM,
+            FFN_GATE,
+            FFN_UP,
+            FFN_DOWN,
+            POST_FFW_NORM,
+        ],
+        Family::Qwen3 => &[
+            ATTN_NORM,
+            ATTN_Q,
+            ATTN_K,
+            ATTN_V,
+            ATTN_OUTPUT,
+            ATTN_Q_NORM,
+            ATTN_K_NORM,
+            FFN_NORM,
+            FFN_GATE,
+            FFN_UP,
+            FFN_DOWN,
+        ],
+        Family::Qwen3Moe => &[
+            ATTN_NORM,
+            ATTN_Q,
+            ATTN_K,
+            ATTN_V,
+            ATTN_OUTPUT,
+            ATTN_Q_NORM,
+            ATTN_K_NORM,
+            FFN_NORM,
+            FFN_GATE_INP,
+            FFN_GATE_EXPS,
+            FFN_UP_EXPS,
+            FFN_DOWN_EXPS,
+        ],
+    }
 }
 
 /// The op-offload device's compute buffer when the first `cpu_layers` layers
@@ -307,33 +382,36 @@ pub(super) fn op_offload_buffer(
         return None;
     }
     let whole = cpu_layers == p.n_layer;
-    let known = layer_tensors(family);
-    // Each layer's weights by role, every one of them known.
+    let roles = layer_roles(family);
+    // Each layer's weights by role: every tensor one the family has, and
+    // every role the family has present.
     let mut weights = Vec::with_capacity(cpu_layers as usize);
     for (il, layer) in p.layers.iter().take(cpu_layers as usize).enumerate() {
         let prefix = format!("blk.{il}.");
-        let mut w = vec![None; known.len()];
+        let mut w = [None; ROLES.len()];
         for t in &layer.tensors {
             let role = t
                 .name
                 .strip_prefix(&prefix)
                 .and_then(|n| n.strip_suffix(".weight"))?;
-            let k = known.iter().position(|&n| n == role)?;
+            let k = ROLES.iter().position(|&n| n == role)?;
+            if !roles.contains(&k) {
+                return None;
+            }
             w[k] = Some(t.bytes);
         }
-        let w: Option<Vec<u64>> = w.into_iter().collect();
-        weights.push(w?);
-        if !p.is_attention_layer(il) || p.n_head_kv.get(il).copied().unwrap_or(0) == 0 {
+        if roles.iter().any(|&k| w[k].is_none())
+            || !p.is_attention_layer(il)
+            || p.n_head_kv.get(il).copied().unwrap_or(0) == 0
+        {
             return None;
         }
+        weights.push(w.map(|b| b.unwrap_or(0)));
     }
     if weights.len() != cpu_layers as usize {
         return None;
     }
-    let wt = |il: usize, name: &str| -> u64 {
-        let k = known.iter().position(|&n| n == name).unwrap_or(0);
-        weights[il][k]
-    };
+    let wt = |il: usize, role: usize| -> u64 { weights[il][role] };
 
     let f4 = |n: u64| n.saturating_mul(4);
     let n_tok = u64::from(ctx.n_tokens);
@@ -408,7 +486,7 @@ pub(super) fn op_offload_buffer(
         if il > 0 {
             s.a(R::Norm, e4(t));
         }
-        s.a(R::W, wt(il, "attn_norm"));
+        s.a(R::W, wt(il, ATTN_NORM));
         s.i(R::X, R::Norm);
         s.f(R::W);
         let proj = |s: &mut Sim, r: R, w: u64, size: u64| {
@@ -422,7 +500,7 @@ pub(super) fn op_offload_buffer(
         let query_norm = |s: &mut Sim| {
             s.a(R::Q, q4);
             s.f(R::Q0);
-            s.a(R::W, wt(il, "attn_q_norm"));
+            s.a(R::W, wt(il, ATTN_Q_NORM));
             if il == 0 {
                 s.pin(R::Pos, f4(t));
             }
@@ -431,7 +509,7 @@ pub(super) fn op_offload_buffer(
         let key_norm = |s: &mut Sim| {
             s.a(R::K, k4);
             s.f(R::K0);
-            s.a(R::W, wt(il, "attn_k_norm"));
+            s.a(R::W, wt(il, ATTN_K_NORM));
             s.f(R::W);
             if last {
                 s.unpin(R::Pos);
@@ -439,20 +517,20 @@ pub(super) fn op_offload_buffer(
         };
         match family {
             Family::Gemma3 => {
-                proj(&mut s, R::Q0, wt(il, "attn_q"), q4);
+                proj(&mut s, R::Q0, wt(il, ATTN_Q), q4);
                 query_norm(&mut s);
-                proj(&mut s, R::K0, wt(il, "attn_k"), k4);
+                proj(&mut s, R::K0, wt(il, ATTN_K), k4);
                 key_norm(&mut s);
-                proj(&mut s, R::V, wt(il, "attn_v"), v4);
+                proj(&mut s, R::V, wt(il, ATTN_V), v4);
                 s.f(R::X);
                 s.f(R::K);
                 s.f(R::V);
             }
             Family::Qwen3Moe | Family::Qwen3 => {
-                proj(&mut s, R::Q0, wt(il, "attn_q"), q4);
+                proj(&mut s, R::Q0, wt(il, ATTN_Q), q4);
                 query_norm(&mut s);
-                proj(&mut s, R::V, wt(il, "attn_v"), v4);
-                proj(&mut s, R::K0, wt(il, "attn_k"), k4);
+                proj(&mut s, R::V, wt(il, ATTN_V), v4);
+                proj(&mut s, R::K0, wt(il, ATTN_K), k4);
                 s.f(R::X);
                 key_norm(&mut s);
                 s.f(R::K);
@@ -464,12 +542,12 @@ pub(super) fn op_offload_buffer(
                 // inputs, the later ones with none, so V's product (and its
                 // weight's copy) joins the query's RoPE.
                 if il == 0 && freqs.is_none() {
-                    s.a(R::W, wt(il, "attn_q"));
+                    s.a(R::W, wt(il, ATTN_Q));
                     s.pin(R::Pos, f4(t));
                     s.a(R::Q0, q4);
                     s.f(R::W);
                 } else {
-                    proj(&mut s, R::Q0, wt(il, "attn_q"), q4);
+                    proj(&mut s, R::Q0, wt(il, ATTN_Q), q4);
                 }
                 if il == 0
                     && let Some(bytes) = freqs
@@ -478,7 +556,7 @@ pub(super) fn op_offload_buffer(
                     s.pin(R::Freqs, bytes);
                 }
                 if freqs.is_some() && il > 0 {
-                    s.a(R::W, wt(il, "attn_v"));
+                    s.a(R::W, wt(il, ATTN_V));
                     s.a(R::Q, q4);
                     s.f(R::Q0);
                     s.a(R::V, v4);
@@ -486,9 +564,9 @@ pub(super) fn op_offload_buffer(
                 } else {
                     s.a(R::Q, q4);
                     s.f(R::Q0);
-                    proj(&mut s, R::V, wt(il, "attn_v"), v4);
+                    proj(&mut s, R::V, wt(il, ATTN_V), v4);
                 }
-                proj(&mut s, R::K0, wt(il, "attn_k"), k4);
+                proj(&mut s, R::K0, wt(il, ATTN_K), k4);
                 s.f(R::X);
                 s.a(R::K, k4);
                 s.f(R::K0);
@@ -545,7 +623,7 @@ pub(super) fn op_offload_buffer(
         if last {
             // The last layer keeps the output rows only (`inp_out_ids`).
             let rows = e4(n_out);
-            s.a(R::W, wt(il, "attn_output"));
+            s.a(R::W, wt(il, ATTN_OUTPUT));
             s.a(R::Ids, f4(n_out));
             s.a(R::O, e4(t));
             s.f(R::W);
@@ -553,7 +631,7 @@ pub(super) fn op_offload_buffer(
             if family == Family::Gemma3 {
                 s.a(R::AttnRows, rows);
                 s.f(R::O);
-                s.a(R::W, wt(il, "post_attention_norm"));
+                s.a(R::W, wt(il, POST_ATTENTION_NORM));
                 s.f(R::W);
                 s.a(R::ResidualRows, rows);
                 s.f(R::Residual);
@@ -569,26 +647,26 @@ pub(super) fn op_offload_buffer(
             s.f(R::ResidualRows);
             t = n_out;
         } else {
-            s.a(R::W, wt(il, "attn_output"));
+            s.a(R::W, wt(il, ATTN_OUTPUT));
             s.a(R::O, e4(t));
             s.f(R::W);
             s.f(R::Att);
             if family == Family::Gemma3 {
-                s.a(R::W, wt(il, "post_attention_norm"));
+                s.a(R::W, wt(il, POST_ATTENTION_NORM));
                 s.f(R::W);
             }
             s.i(R::Sa, R::O);
             s.f(R::Residual);
         }
         s.a(R::Norm, e4(t));
-        s.a(R::W, wt(il, "ffn_norm"));
+        s.a(R::W, wt(il, FFN_NORM));
         s.i(R::FfnIn, R::Norm);
         s.f(R::W);
         if let Some(x) = p.experts.filter(|_| family == Family::Qwen3Moe) {
             let n_exp = u64::from(x.count);
             let used = u64::from(x.used);
             let router = f4(n_exp.saturating_mul(t));
-            proj(&mut s, R::Logits, wt(il, "ffn_gate_inp"), router);
+            proj(&mut s, R::Logits, wt(il, FFN_GATE_INP), router);
             s.a(R::Probs, router);
             s.a(R::Argsort, router);
             s.a(R::RouterW, f4(used.saturating_mul(t)));
@@ -607,9 +685,9 @@ pub(super) fn op_offload_buffer(
                 .unwrap_or(0);
             let act = f4(ff_exp.saturating_mul(used).saturating_mul(t));
             let down = f4(e.saturating_mul(used).saturating_mul(t));
-            let gate = wt(il, "ffn_gate_exps");
-            let up = wt(il, "ffn_up_exps");
-            let down_w = wt(il, "ffn_down_exps");
+            let gate = wt(il, FFN_GATE_EXPS);
+            let up = wt(il, FFN_UP_EXPS);
+            let down_w = wt(il, FFN_DOWN_EXPS);
             if gate <= max_tensor && up <= max_tensor {
                 proj(&mut s, R::Gate, gate, act);
                 proj(&mut s, R::Up, up, act);
@@ -643,17 +721,17 @@ pub(super) fn op_offload_buffer(
             s.i(R::Down, R::ExpertSum);
         } else {
             let ff = f4(u64::from(p.n_ff).saturating_mul(t));
-            proj(&mut s, R::Gate, wt(il, "ffn_gate"), ff);
-            proj(&mut s, R::Up, wt(il, "ffn_up"), ff);
+            proj(&mut s, R::Gate, wt(il, FFN_GATE), ff);
+            proj(&mut s, R::Up, wt(il, FFN_UP), ff);
             s.f(R::FfnIn);
             s.a(R::Act, ff);
             s.f(R::Gate);
             s.f(R::Up);
-            proj(&mut s, R::Down, wt(il, "ffn_down"), e4(t));
+            proj(&mut s, R::Down, wt(il, FFN_DOWN), e4(t));
             s.f(R::Act);
         }
         if family == Family::Gemma3 {
-            s.a(R::W, wt(il, "post_ffw_norm"));
+            s.a(R::W, wt(il, POST_FFW_NORM));
             s.f(R::W);
         }
         s.i(R::Residual, R::Down);
