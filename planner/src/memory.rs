@@ -151,14 +151,13 @@ pub fn kv_bytes_per_cell(p: &ModelProfile, ctx: &Context, il: usize) -> u64 {
     if kv_heads == 0 || !p.is_attention_layer(il) {
         return 0;
     }
-    let (head_k, head_v) = p.head_dims(il);
-    let k = row_bytes(ctx.type_k, u64::from(head_k) * kv_heads);
+    let (k, _) = kv_rows(p, ctx, il);
     if p.mla.is_some() {
         // `has_v = !is_mla`: V is read from the latent K rows.
         return k;
     }
     let v = if ctx.flash_attn {
-        u64::from(head_v) * kv_heads
+        u64::from(p.head_dims(il).1) * kv_heads
     } else {
         (0..p.n_head_kv.len())
             .map(|l| u64::from(p.head_dims(l).1) * u64::from(p.n_head_kv[l]))

@@ -3,7 +3,8 @@
 `sched_reserve: ... compute buffer size` prints, to the byte for a device
 buffer, so the replay shows where a buffer's size comes from.
 
-    python3 replay.py DUMP              # sizes per buffer id, max over graphs
+    python3 replay.py DUMP              # sizes per buffer id, max over graphs,
+                                        # and the peak of live tensors
     EACH=1 python3 replay.py DUMP       # ... per graph
     TRACE=N TBID=B python3 replay.py DUMP   # graph N's allocations in buffer B
 
@@ -106,7 +107,9 @@ def parse(lines):
         cur['info'][t.ptr] = t
     return graphs
 
+LIVE = {}; PEAK = {}  # bytes of live tensors per buffer, and their peak
 def run(g):
+    LIVE.clear()
     info = g['info']
     hn = {}
     def H(p):
@@ -144,6 +147,7 @@ def run(g):
                         return
         if bid not in allocs: allocs[bid] = Dyn(bid)
         h['bid'] = bid; h['addr'] = allocs[bid].alloc(t.nbytes)
+        LIVE[bid] = LIVE.get(bid, 0) + t.nbytes; PEAK[bid] = max(PEAK.get(bid, 0), LIVE[bid])
         if TR and bid==TBID: print(f'  alloc {t.name} [{t.op}] {t.nbytes} @{h["addr"][1]} max={allocs[bid].size()}')
     def extra(t, p):
         h = H(t.ptr); ph = H(p.ptr); A = allocs[ph['bid']]
@@ -152,6 +156,7 @@ def run(g):
     def free_node(t):
         if t.flags & OUTPUT: return
         h = H(t.ptr); allocs[h['bid']].free_bytes(h['addr'], t.nbytes); h['alloc'] = False
+        LIVE[h['bid']] -= t.nbytes
         if TR and h['bid']==TBID: print(f'  free {t.name} {t.nbytes}')
     for i, t in enumerate(g['leafs']):
         alloc_node(t, t.be)
@@ -190,4 +195,5 @@ for k, g in enumerate(gs):
     r = run(g)
     for b, s in r.items(): best[b] = max(best.get(b, 0), s)
     if os.environ.get('EACH'): print(k, {b: round(s / 2**20, 2) for b, s in r.items()})
+print('peak of live tensors (MiB)', {b: round(v / 2**20, 2) for b, v in sorted(PEAK.items())})
 print('replayed', {b: round(s / 2**20, 2) for b, s in sorted(best.items())}, 'graphs', len(gs))

@@ -9,7 +9,7 @@
 //! `ggml_dyn_tallocr_alloc`, `_free_bytes`). The buffer's size is where the
 //! packing peaks, fragmentation included: on lavapipe, Gemma 3 4B's copies
 //! of Q4_K and Q6_K FFN weights leave holes a later copy does not fit, and
-//! the buffer is 103.6 MiB where the live tensors never exceed 65.5 MiB. No
+//! the buffer is 103.6 MiB where the live tensors never exceed 71.0 MiB. No
 //! per-stage rule gets that right (the previous one was 16-34% off on the
 //! Gemma 3 cases), so this module replays the allocator over the sequence
 //! of allocations, frees and in-place reuses that llama.cpp's graph makes
@@ -255,99 +255,87 @@ enum Family {
 }
 
 /// The weights of a layer the sequences know, by role (`blk.N.ROLE.weight`).
-const ROLES: [&str; 17] = [
-    "attn_norm",
-    "attn_q",
-    "attn_k",
-    "attn_v",
-    "attn_output",
-    "attn_q_norm",
-    "attn_k_norm",
-    "post_attention_norm",
-    "ffn_norm",
-    "ffn_gate",
-    "ffn_up",
-    "ffn_down",
-    "post_ffw_norm",
-    "ffn_gate_inp",
-    "ffn_gate_exps",
-    "ffn_up_exps",
-    "ffn_down_exps",
-];
-const ATTN_NORM: usize = 0;
-const ATTN_Q: usize = 1;
-const ATTN_K: usize = 2;
-const ATTN_V: usize = 3;
-const ATTN_OUTPUT: usize = 4;
-const ATTN_Q_NORM: usize = 5;
-const ATTN_K_NORM: usize = 6;
-const POST_ATTENTION_NORM: usize = 7;
-const FFN_NORM: usize = 8;
-const FFN_GATE: usize = 9;
-const FFN_UP: usize = 10;
-const FFN_DOWN: usize = 11;
-const POST_FFW_NORM: usize = 12;
-const FFN_GATE_INP: usize = 13;
-const FFN_GATE_EXPS: usize = 14;
-const FFN_UP_EXPS: usize = 15;
-const FFN_DOWN_EXPS: usize = 16;
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Role {
+    AttnNorm,
+    AttnQ,
+    AttnK,
+    AttnV,
+    AttnOutput,
+    AttnQNorm,
+    AttnKNorm,
+    PostAttentionNorm,
+    FfnNorm,
+    FfnGate,
+    FfnUp,
+    FfnDown,
+    PostFfwNorm,
+    FfnGateInp,
+    FfnGateExps,
+    FfnUpExps,
+    FfnDownExps,
+}
 
-/// The roles each family's layer holds (anything else changes the graph).
-fn layer_roles(family: Family) -> &'static [usize] {
+impl Role {
+    /// Every role, in the order of their indices.
+    const ALL: [Role; 17] = [
+        Role::AttnNorm,
+        Role::AttnQ,
+        Role::AttnK,
+        Role::AttnV,
+        Role::AttnOutput,
+        Role::AttnQNorm,
+        Role::AttnKNorm,
+        Role::PostAttentionNorm,
+        Role::FfnNorm,
+        Role::FfnGate,
+        Role::FfnUp,
+        Role::FfnDown,
+        Role::PostFfwNorm,
+        Role::FfnGateInp,
+        Role::FfnGateExps,
+        Role::FfnUpExps,
+        Role::FfnDownExps,
+    ];
+
+    /// The name between `blk.N.` and `.weight`.
+    fn name(self) -> &'static str {
+        match self {
+            Role::AttnNorm => "attn_norm",
+            Role::AttnQ => "attn_q",
+            Role::AttnK => "attn_k",
+            Role::AttnV => "attn_v",
+            Role::AttnOutput => "attn_output",
+            Role::AttnQNorm => "attn_q_norm",
+            Role::AttnKNorm => "attn_k_norm",
+            Role::PostAttentionNorm => "post_attention_norm",
+            Role::FfnNorm => "ffn_norm",
+            Role::FfnGate => "ffn_gate",
+            Role::FfnUp => "ffn_up",
+            Role::FfnDown => "ffn_down",
+            Role::PostFfwNorm => "post_ffw_norm",
+            Role::FfnGateInp => "ffn_gate_inp",
+            Role::FfnGateExps => "ffn_gate_exps",
+            Role::FfnUpExps => "ffn_up_exps",
+            Role::FfnDownExps => "ffn_down_exps",
+        }
+    }
+}
+
+/// The roles each family's layer holds, in parts (anything else changes the
+/// graph).
+fn layer_roles(family: Family) -> &'static [&'static [Role]] {
+    use Role::*;
+    const ATTENTION: &[Role] = &[AttnNorm, AttnQ, AttnK, AttnV, AttnOutput];
+    const QK_NORMS: &[Role] = &[AttnQNorm, AttnKNorm];
+    const DENSE: &[Role] = &[FfnNorm, FfnGate, FfnUp, FfnDown];
+    const ROUTED: &[Role] = &[FfnNorm, FfnGateInp, FfnGateExps, FfnUpExps, FfnDownExps];
+    const POST_NORMS: &[Role] = &[PostAttentionNorm, PostFfwNorm];
     match family {
-        Family::Llama => &[
-            ATTN_NORM,
-            ATTN_Q,
-            ATTN_K,
-            ATTN_V,
-            ATTN_OUTPUT,
-            FFN_NORM,
-            FFN_GATE,
-            FFN_UP,
-            FFN_DOWN,
-        ],
-        Family::Gemma3 => &[
-            ATTN_NORM,
-            ATTN_Q,
-            ATTN_K,
-            ATTN_V,
-            ATTN_OUTPUT,
-            ATTN_Q_NORM,
-            ATTN_K_NORM,
-            POST_ATTENTION_NORM,
-            FFN_NORM,
-            FFN_GATE,
-            FFN_UP,
-            FFN_DOWN,
-            POST_FFW_NORM,
-        ],
-        Family::Qwen3 => &[
-            ATTN_NORM,
-            ATTN_Q,
-            ATTN_K,
-            ATTN_V,
-            ATTN_OUTPUT,
-            ATTN_Q_NORM,
-            ATTN_K_NORM,
-            FFN_NORM,
-            FFN_GATE,
-            FFN_UP,
-            FFN_DOWN,
-        ],
-        Family::Qwen3Moe => &[
-            ATTN_NORM,
-            ATTN_Q,
-            ATTN_K,
-            ATTN_V,
-            ATTN_OUTPUT,
-            ATTN_Q_NORM,
-            ATTN_K_NORM,
-            FFN_NORM,
-            FFN_GATE_INP,
-            FFN_GATE_EXPS,
-            FFN_UP_EXPS,
-            FFN_DOWN_EXPS,
-        ],
+        Family::Llama => &[ATTENTION, DENSE],
+        Family::Gemma3 => &[ATTENTION, QK_NORMS, DENSE, POST_NORMS],
+        Family::Qwen3 => &[ATTENTION, QK_NORMS, DENSE],
+        Family::Qwen3Moe => &[ATTENTION, QK_NORMS, ROUTED],
     }
 }
 
@@ -383,35 +371,46 @@ pub(super) fn op_offload_buffer(
     }
     let whole = cpu_layers == p.n_layer;
     let roles = layer_roles(family);
-    // Each layer's weights by role: every tensor one the family has, and
-    // every role the family has present.
+    let has = |r: Role| roles.iter().any(|part| part.contains(&r));
+    // Each layer's weights by role (every tensor one the family has, every
+    // role the family has present) and its experts' width (the stacked
+    // gate's rows).
     let mut weights = Vec::with_capacity(cpu_layers as usize);
+    let mut widths = Vec::with_capacity(cpu_layers as usize);
     for (il, layer) in p.layers.iter().take(cpu_layers as usize).enumerate() {
         let prefix = format!("blk.{il}.");
-        let mut w = [None; ROLES.len()];
+        let mut w = [None; Role::ALL.len()];
+        let mut width = 0;
         for t in &layer.tensors {
-            let role = t
+            let name = t
                 .name
                 .strip_prefix(&prefix)
                 .and_then(|n| n.strip_suffix(".weight"))?;
-            let k = ROLES.iter().position(|&n| n == role)?;
-            if !roles.contains(&k) {
-                return None;
+            let role = Role::ALL
+                .into_iter()
+                .find(|r| r.name() == name)
+                .filter(|&r| has(r))?;
+            if role == Role::FfnGateExps {
+                width = t.dims.get(1).copied().unwrap_or(0);
             }
-            w[k] = Some(t.bytes);
+            w[role as usize] = Some(t.bytes);
         }
-        if roles.iter().any(|&k| w[k].is_none())
+        if roles
+            .iter()
+            .flat_map(|part| part.iter())
+            .any(|&r| w[r as usize].is_none())
             || !p.is_attention_layer(il)
             || p.n_head_kv.get(il).copied().unwrap_or(0) == 0
         {
             return None;
         }
         weights.push(w.map(|b| b.unwrap_or(0)));
+        widths.push(width);
     }
     if weights.len() != cpu_layers as usize {
         return None;
     }
-    let wt = |il: usize, role: usize| -> u64 { weights[il][role] };
+    let wt = |il: usize, role: Role| -> u64 { weights[il][role as usize] };
 
     let f4 = |n: u64| n.saturating_mul(4);
     let n_tok = u64::from(ctx.n_tokens);
@@ -455,14 +454,14 @@ pub(super) fn op_offload_buffer(
             R::Mask
         }
     };
+    let first_use = |m: R| (0..p.n_layer as usize).find(|&il| mask_of(il) == m);
     let last_use = |m: R| (0..p.n_layer as usize).rev().find(|&il| mask_of(il) == m);
     let freqs = p
         .globals
         .iter()
         .find(|g| g.name == "rope_freqs.weight")
         .map(|g| g.bytes);
-    let mut masks_in = Vec::new();
-    for il in 0..cpu_layers as usize {
+    for (il, &ff_exp) in widths.iter().enumerate() {
         let last = whole && il + 1 == p.n_layer as usize;
         let h = u64::from(p.n_head.get(il).copied().unwrap_or(0));
         let hkv = u64::from(p.n_head_kv[il]);
@@ -479,14 +478,15 @@ pub(super) fn op_offload_buffer(
         let kq = f4(cells.saturating_mul(t).saturating_mul(h));
         let refused = !ctx.flash_attn && kq > max_tensor;
         let mask = mask_of(il);
+        // One row per token (this llama.cpp pads neither, `llama-graph.cpp`).
         let mask_bytes = cells
-            .saturating_mul(t.next_multiple_of(64))
+            .saturating_mul(t)
             .saturating_mul(if ctx.flash_attn { 2 } else { 4 });
 
         if il > 0 {
             s.a(R::Norm, e4(t));
         }
-        s.a(R::W, wt(il, ATTN_NORM));
+        s.a(R::W, wt(il, Role::AttnNorm));
         s.i(R::X, R::Norm);
         s.f(R::W);
         let proj = |s: &mut Sim, r: R, w: u64, size: u64| {
@@ -500,7 +500,7 @@ pub(super) fn op_offload_buffer(
         let query_norm = |s: &mut Sim| {
             s.a(R::Q, q4);
             s.f(R::Q0);
-            s.a(R::W, wt(il, ATTN_Q_NORM));
+            s.a(R::W, wt(il, Role::AttnQNorm));
             if il == 0 {
                 s.pin(R::Pos, f4(t));
             }
@@ -509,7 +509,7 @@ pub(super) fn op_offload_buffer(
         let key_norm = |s: &mut Sim| {
             s.a(R::K, k4);
             s.f(R::K0);
-            s.a(R::W, wt(il, ATTN_K_NORM));
+            s.a(R::W, wt(il, Role::AttnKNorm));
             s.f(R::W);
             if last {
                 s.unpin(R::Pos);
@@ -517,20 +517,20 @@ pub(super) fn op_offload_buffer(
         };
         match family {
             Family::Gemma3 => {
-                proj(&mut s, R::Q0, wt(il, ATTN_Q), q4);
+                proj(&mut s, R::Q0, wt(il, Role::AttnQ), q4);
                 query_norm(&mut s);
-                proj(&mut s, R::K0, wt(il, ATTN_K), k4);
+                proj(&mut s, R::K0, wt(il, Role::AttnK), k4);
                 key_norm(&mut s);
-                proj(&mut s, R::V, wt(il, ATTN_V), v4);
+                proj(&mut s, R::V, wt(il, Role::AttnV), v4);
                 s.f(R::X);
                 s.f(R::K);
                 s.f(R::V);
             }
             Family::Qwen3Moe | Family::Qwen3 => {
-                proj(&mut s, R::Q0, wt(il, ATTN_Q), q4);
+                proj(&mut s, R::Q0, wt(il, Role::AttnQ), q4);
                 query_norm(&mut s);
-                proj(&mut s, R::V, wt(il, ATTN_V), v4);
-                proj(&mut s, R::K0, wt(il, ATTN_K), k4);
+                proj(&mut s, R::V, wt(il, Role::AttnV), v4);
+                proj(&mut s, R::K0, wt(il, Role::AttnK), k4);
                 s.f(R::X);
                 key_norm(&mut s);
                 s.f(R::K);
@@ -542,12 +542,12 @@ pub(super) fn op_offload_buffer(
                 // inputs, the later ones with none, so V's product (and its
                 // weight's copy) joins the query's RoPE.
                 if il == 0 && freqs.is_none() {
-                    s.a(R::W, wt(il, ATTN_Q));
+                    s.a(R::W, wt(il, Role::AttnQ));
                     s.pin(R::Pos, f4(t));
                     s.a(R::Q0, q4);
                     s.f(R::W);
                 } else {
-                    proj(&mut s, R::Q0, wt(il, ATTN_Q), q4);
+                    proj(&mut s, R::Q0, wt(il, Role::AttnQ), q4);
                 }
                 if il == 0
                     && let Some(bytes) = freqs
@@ -556,7 +556,7 @@ pub(super) fn op_offload_buffer(
                     s.pin(R::Freqs, bytes);
                 }
                 if freqs.is_some() && il > 0 {
-                    s.a(R::W, wt(il, ATTN_V));
+                    s.a(R::W, wt(il, Role::AttnV));
                     s.a(R::Q, q4);
                     s.f(R::Q0);
                     s.a(R::V, v4);
@@ -564,9 +564,9 @@ pub(super) fn op_offload_buffer(
                 } else {
                     s.a(R::Q, q4);
                     s.f(R::Q0);
-                    proj(&mut s, R::V, wt(il, ATTN_V), v4);
+                    proj(&mut s, R::V, wt(il, Role::AttnV), v4);
                 }
-                proj(&mut s, R::K0, wt(il, ATTN_K), k4);
+                proj(&mut s, R::K0, wt(il, Role::AttnK), k4);
                 s.f(R::X);
                 s.a(R::K, k4);
                 s.f(R::K0);
@@ -585,14 +585,13 @@ pub(super) fn op_offload_buffer(
             s.a(R::Att, q4);
             s.f(R::KqvCopy);
         } else {
-            let first_use = !masks_in.contains(&mask);
+            let first_mask = first_use(mask) == Some(il);
             let last_mask = whole && last_use(mask) == Some(il);
             s.a(R::CacheK, cache_k);
             if ctx.flash_attn {
                 s.a(R::CacheV, cache_v);
-                if first_use {
+                if first_mask {
                     s.pin(mask, mask_bytes);
-                    masks_in.push(mask);
                 }
                 s.a(R::Att, q4);
                 s.f(R::Q);
@@ -602,9 +601,8 @@ pub(super) fn op_offload_buffer(
                     s.unpin(mask);
                 }
             } else {
-                if first_use {
+                if first_mask {
                     s.pin(mask, mask_bytes);
-                    masks_in.push(mask);
                 }
                 s.a(R::CacheV, cache_v);
                 s.a(R::Kq, kq);
@@ -623,7 +621,7 @@ pub(super) fn op_offload_buffer(
         if last {
             // The last layer keeps the output rows only (`inp_out_ids`).
             let rows = e4(n_out);
-            s.a(R::W, wt(il, ATTN_OUTPUT));
+            s.a(R::W, wt(il, Role::AttnOutput));
             s.a(R::Ids, f4(n_out));
             s.a(R::O, e4(t));
             s.f(R::W);
@@ -631,7 +629,7 @@ pub(super) fn op_offload_buffer(
             if family == Family::Gemma3 {
                 s.a(R::AttnRows, rows);
                 s.f(R::O);
-                s.a(R::W, wt(il, POST_ATTENTION_NORM));
+                s.a(R::W, wt(il, Role::PostAttentionNorm));
                 s.f(R::W);
                 s.a(R::ResidualRows, rows);
                 s.f(R::Residual);
@@ -647,26 +645,26 @@ pub(super) fn op_offload_buffer(
             s.f(R::ResidualRows);
             t = n_out;
         } else {
-            s.a(R::W, wt(il, ATTN_OUTPUT));
+            s.a(R::W, wt(il, Role::AttnOutput));
             s.a(R::O, e4(t));
             s.f(R::W);
             s.f(R::Att);
             if family == Family::Gemma3 {
-                s.a(R::W, wt(il, POST_ATTENTION_NORM));
+                s.a(R::W, wt(il, Role::PostAttentionNorm));
                 s.f(R::W);
             }
             s.i(R::Sa, R::O);
             s.f(R::Residual);
         }
         s.a(R::Norm, e4(t));
-        s.a(R::W, wt(il, FFN_NORM));
+        s.a(R::W, wt(il, Role::FfnNorm));
         s.i(R::FfnIn, R::Norm);
         s.f(R::W);
         if let Some(x) = p.experts.filter(|_| family == Family::Qwen3Moe) {
             let n_exp = u64::from(x.count);
             let used = u64::from(x.used);
             let router = f4(n_exp.saturating_mul(t));
-            proj(&mut s, R::Logits, wt(il, FFN_GATE_INP), router);
+            proj(&mut s, R::Logits, wt(il, Role::FfnGateInp), router);
             s.a(R::Probs, router);
             s.a(R::Argsort, router);
             s.a(R::RouterW, f4(used.saturating_mul(t)));
@@ -676,18 +674,11 @@ pub(super) fn op_offload_buffer(
             s.f(R::RouterW);
             s.f(R::WeightSum);
             s.f(R::Logits);
-            // The experts' width: the stacked gate's rows.
-            let ff_exp = p.layers[il]
-                .tensors
-                .iter()
-                .find(|w| w.name.ends_with(".ffn_gate_exps.weight"))
-                .and_then(|w| w.dims.get(1).copied())
-                .unwrap_or(0);
             let act = f4(ff_exp.saturating_mul(used).saturating_mul(t));
             let down = f4(e.saturating_mul(used).saturating_mul(t));
-            let gate = wt(il, FFN_GATE_EXPS);
-            let up = wt(il, FFN_UP_EXPS);
-            let down_w = wt(il, FFN_DOWN_EXPS);
+            let gate = wt(il, Role::FfnGateExps);
+            let up = wt(il, Role::FfnUpExps);
+            let down_w = wt(il, Role::FfnDownExps);
             if gate <= max_tensor && up <= max_tensor {
                 proj(&mut s, R::Gate, gate, act);
                 proj(&mut s, R::Up, up, act);
@@ -721,17 +712,17 @@ pub(super) fn op_offload_buffer(
             s.i(R::Down, R::ExpertSum);
         } else {
             let ff = f4(u64::from(p.n_ff).saturating_mul(t));
-            proj(&mut s, R::Gate, wt(il, FFN_GATE), ff);
-            proj(&mut s, R::Up, wt(il, FFN_UP), ff);
+            proj(&mut s, R::Gate, wt(il, Role::FfnGate), ff);
+            proj(&mut s, R::Up, wt(il, Role::FfnUp), ff);
             s.f(R::FfnIn);
             s.a(R::Act, ff);
             s.f(R::Gate);
             s.f(R::Up);
-            proj(&mut s, R::Down, wt(il, FFN_DOWN), e4(t));
+            proj(&mut s, R::Down, wt(il, Role::FfnDown), e4(t));
             s.f(R::Act);
         }
         if family == Family::Gemma3 {
-            s.a(R::W, wt(il, POST_FFW_NORM));
+            s.a(R::W, wt(il, Role::PostFfwNorm));
             s.f(R::W);
         }
         s.i(R::Residual, R::Down);
