@@ -1316,6 +1316,33 @@ fn compute_buffers(p: &ModelProfile, ctx: &Context, lay: &Layout) -> ComputeBuff
                 };
             }
             let max_tensor = lay.max_tensor.get(g).copied().unwrap_or(u64::MAX);
+            // One GPU that runs every layer the CPU does not (and the CPU
+            // layers' products), the output layer with them or on the CPU:
+            // its graph is replayed through ggml-alloc whole, when it is one
+            // whose allocations were read from llama.cpp (on lavapipe, to the
+            // byte; on an H200, `tests_cuda.rs`, full offloads to the MiB
+            // with flash attention, within 1% under without it at 32k).
+            let vulkan = lay.backend.get(g) == Some(&Backend::Vulkan);
+            let runs_the_rest = layers > 0
+                && layers == p.n_layer.saturating_sub(lay.cpu_layers)
+                && (lay.cpu_layers == 0 || lay.op_offload == Some(g))
+                && out_dev.is_none_or(|o| o == g)
+                && lay.out_layer.is_none_or(|o| o == g);
+            if (vulkan || lay.backend.get(g) == Some(&Backend::Cuda))
+                && runs_the_rest
+                && !lay.pipeline
+                && let Some(b) = galloc::device_buffer(
+                    p,
+                    ctx,
+                    lay.cpu_layers,
+                    lay.out_layer == Some(g),
+                    max_tensor,
+                    if vulkan { VULKAN_ALIGN } else { CUDA_ALIGN },
+                    if vulkan { VULKAN_CHUNK } else { u64::MAX },
+                )
+            {
+                return b;
+            }
             // The masks go where the softmax runs: to the CPU, with the
             // KQ matrix a device refuses.
             let masks = if !ctx.flash_attn && c.kq > max_tensor {
@@ -1338,8 +1365,16 @@ fn compute_buffers(p: &ModelProfile, ctx: &Context, lay: &Layout) -> ComputeBuff
                 } else {
                     (CUDA_ALIGN, u64::MAX)
                 };
-                galloc::op_offload_buffer(p, ctx, lay.cpu_layers, max_tensor, align, chunk)
-                    .unwrap_or_else(|| offload_stage(p, ctx, &c, lay, max_tensor, vulkan))
+                galloc::op_offload_buffer(
+                    p,
+                    ctx,
+                    lay.cpu_layers,
+                    layers == 0,
+                    max_tensor,
+                    align,
+                    chunk,
+                )
+                .unwrap_or_else(|| offload_stage(p, ctx, &c, lay, max_tensor, vulkan))
             } else {
                 0
             };

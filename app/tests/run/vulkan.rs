@@ -96,14 +96,11 @@ fn hw_lists_lavapipe_only_when_named() {
 /// The plan per device against llama.cpp's `no_alloc` accounting with
 /// every layer, about half and none on lavapipe, for the shapes and mixes
 /// of the other accounting tests and the real demo, at short and long
-/// contexts, flash attention auto and off: weights within 1% and KV within
-/// 2% per device, held in every case. Compute (and so the total) is
-/// printed beside llama.cpp's, case by case, but not held yet: the buffer
-/// of the device that runs the CPU layers' products (op offload) is
-/// replayed through ggml-alloc for llama, gemma3 and qwen3moe and matches
-/// to the byte at `-ngl 0`, but a few partial-offload and CPU cases of
-/// Qwen3-30B-A3B and Gemma 3 270M at 32k are still outside 15% / 5%, and
-/// issue #21 stays open until they are within.
+/// contexts, flash attention auto and off: weights within 1%, KV within
+/// 2%, compute within 15% and totals within 5% per device, held in every
+/// case. lavapipe's buffer (its own layers and the CPU layers' products)
+/// is replayed through ggml-alloc for llama, gemma3 and qwen3moe, and
+/// matches llama.cpp's to the byte in most cases.
 #[test]
 fn plan_per_device_matches_llama_cpp_on_lavapipe() {
     let _gate = one_at_a_time();
@@ -130,13 +127,15 @@ fn plan_per_device_matches_llama_cpp_on_lavapipe() {
         n_layer: 30,
     });
     let (report, fails) = accounting_cases::per_device_matrix(&cases, || hw.clone());
-    hold_weights_and_kv("on lavapipe", &report, fails);
+    hold_per_device("on lavapipe", &report, fails, 0);
 }
 
 /// lavapipe with two loopback RPC workers: three devices (llama.cpp puts
 /// the workers first), per device against llama.cpp's `no_alloc`
 /// accounting over the same matrix; weights and KV held, compute and totals
-/// printed.
+/// held but for the second worker's buffer on Qwen3-30B-A3B (its own
+/// layers' packing, not replayed for RPC workers: 15-20% over, on the safe
+/// side), which may not miss more often (issue #21).
 #[test]
 fn plan_per_device_matches_llama_cpp_on_lavapipe_and_two_workers() {
     let _gate = one_at_a_time();
@@ -158,13 +157,13 @@ fn plan_per_device_matches_llama_cpp_on_lavapipe_and_two_workers() {
         "three devices in every case:\n{}",
         report.join("\n")
     );
-    hold_weights_and_kv("on lavapipe and two RPC workers", &report, fails);
+    hold_per_device("on lavapipe and two RPC workers", &report, fails, 9);
 }
 
-/// Prints the matrix and the compute or total comparisons outside 15% /
-/// 5% (not held yet, issue #21), and holds weights and KV.
-fn hold_weights_and_kv(on: &str, report: &[String], fails: Vec<String>) {
-    let (failures, not_held): (Vec<String>, Vec<String>) = fails
+/// Prints the matrix and holds it: weights and KV in every case, compute
+/// and totals outside 15% / 5% in no more than `known` comparisons.
+fn hold_per_device(on: &str, report: &[String], fails: Vec<String>, known: usize) {
+    let (failures, compute_off): (Vec<String>, Vec<String>) = fails
         .into_iter()
         .partition(|f| f.contains(" weights: ") || f.contains(" KV: "));
     println!(
@@ -172,16 +171,21 @@ fn hold_weights_and_kv(on: &str, report: &[String], fails: Vec<String>) {
         report.join("\n")
     );
     println!(
-        "{} compute or total comparisons of {} cases outside 15% / 5% (not held yet, issue #21):\n{}",
-        not_held.len(),
+        "{} compute or total comparisons of {} cases outside 15% / 5% ({known} known):\n{}",
+        compute_off.len(),
         report.len(),
-        not_held.join("\n")
+        compute_off.join("\n")
     );
     assert!(
         failures.is_empty(),
         "{} comparisons out of tolerance:\n{}",
         failures.len(),
         failures.join("\n")
+    );
+    assert!(
+        compute_off.len() <= known,
+        "{} compute or total comparisons outside 15% / 5%, {known} known",
+        compute_off.len()
     );
 }
 

@@ -1,6 +1,7 @@
-//! The compute buffer of a device that runs the big-batch products of the
-//! layers left on the CPU (the scheduler's op offload), replayed through
-//! ggml-alloc's own allocator rather than estimated stage by stage.
+//! The compute buffer of a GPU that runs the big-batch products of the
+//! layers left on the CPU (the scheduler's op offload), and its own layers
+//! after them, replayed through ggml-alloc's own allocator rather than
+//! estimated stage by stage.
 //!
 //! Each product with a weight on the CPU starts a split of its own whose
 //! copy of the weight lives in the device's compute buffer beside the
@@ -13,19 +14,24 @@
 //! per-stage rule gets that right (the previous one was 16-34% off on the
 //! Gemma 3 cases), so this module replays the allocator over the sequence
 //! of allocations, frees and in-place reuses that llama.cpp's graph makes
-//! for each layer, in graph order.
+//! for each layer, in graph order. The device's own layers follow in the
+//! same buffer: their activations land in the holes the copies left (or
+//! above them), so neither part alone gives the size.
 //!
 //! The sequences were read from the graphs llama.cpp's scheduler builds
 //! (every node of the copied graph, with its sources, views and flags,
 //! replayed through a port of ggml-alloc that reproduces llama.cpp's buffer
 //! sizes to the byte), for `llama` (with and without Llama 3's
-//! `rope_freqs`), `gemma3` and `qwen3moe`, with flash attention on and off
-//! and attention products the device refuses; `qwen3` is `qwen3moe`'s
-//! attention with a dense FFN. Held to llama.cpp's accounting on lavapipe by
-//! `app/tests/run/vulkan.rs` and on an H200 by `memory/tests_cuda.rs` (CUDA
-//! pads a quantized copy by at most one row, which no case shows); any other
-//! architecture, or a layer with tensors the sequence does not know, falls
-//! back to the stage rule ([`None`]).
+//! `rope_freqs`), `gemma3` and `qwen3moe`, with flash attention on and off,
+//! attention products and stacked experts the device refuses, at `-ngl` 0,
+//! partial and full, and beside two RPC workers; `qwen3` is `qwen3moe`'s
+//! attention with a dense FFN. A split's inputs (positions, the cache's row
+//! indices, masks, output rows) are copied at the start of the first split
+//! that reads them and freed after their last reader. Held to llama.cpp's
+//! accounting on lavapipe by `app/tests/run/vulkan.rs` and on an H200 by
+//! `memory/tests_cuda.rs` (CUDA pads a quantized copy by at most one row,
+//! which no case shows); any other architecture, or a layer with tensors
+//! the sequence does not know, falls back to the stage rule ([`None`]).
 
 use super::{Context, kv_rows};
 use crate::profile::ModelProfile;
@@ -159,6 +165,12 @@ enum R {
     Freqs,
     Mask,
     MaskSwa,
+    /// The rows of the cache a batch writes (`k_idxs`, `v_idxs`), per
+    /// cache (the sliding-window one apart).
+    KIdx,
+    VIdx,
+    KIdxSwa,
+    VIdxSwa,
     Norm,
     X,
     Q,
@@ -197,6 +209,12 @@ struct Sim {
     d: Dyn,
     live: Vec<(R, (usize, u64), u64)>,
     pinned: Vec<R>,
+    /// Whether the layer being replayed brings copies of its weights (a
+    /// CPU layer's products) or has them on the device (its own layer).
+    copies: bool,
+    /// Graph inputs the device copies at the start of the next split that
+    /// [`Sim::split`] marks, kept until their last use ([`Sim::unpin`]).
+    pending: Vec<(R, u64)>,
 }
 
 impl Sim {
@@ -237,6 +255,37 @@ impl Sim {
             self.pinned.swap_remove(i);
             self.f(r);
         }
+    }
+
+    fn is_live(&self, r: R) -> bool {
+        self.live.iter().any(|&(x, _, _)| x == r)
+    }
+
+    /// A split starts: the scheduler copies the inputs its nodes are the
+    /// first on the device to read, in the order they are read, after the
+    /// tensor that starts it (a weight's copy or a result the CPU sends
+    /// back).
+    fn split(&mut self) {
+        for (r, size) in std::mem::take(&mut self.pending) {
+            if !self.is_live(r) {
+                self.pin(r, size);
+            }
+        }
+    }
+
+    /// A weight's copy for a CPU layer's product (a split of its own);
+    /// nothing for the device's own layer, whose weights it holds.
+    fn w(&mut self, bytes: u64) {
+        if self.copies {
+            self.a(R::W, bytes);
+        }
+    }
+
+    /// A product: the weight's copy (for a CPU layer), its result.
+    fn proj(&mut self, r: R, weight: u64, size: u64) {
+        self.w(weight);
+        self.a(r, size);
+        self.f(R::W);
     }
 }
 
@@ -342,12 +391,71 @@ fn layer_roles(family: Family) -> &'static [&'static [Role]] {
 /// The op-offload device's compute buffer when the first `cpu_layers` layers
 /// stay on the CPU (all of them: `whole`, with the output layer too), for a
 /// device whose buffers align to `align` and are cut into chunks of
-/// `max_chunk` and which refuses tensors above `max_tensor`. `None` when the
-/// model's graph is not one this module replays.
+/// `max_chunk` and which refuses tensors above `max_tensor`; the layers after
+/// them are other devices' (`layerless`: none of them this one's, whose
+/// copies of the positions and masks are then freed after the last CPU
+/// layer, as on lavapipe beside two RPC workers). `None` when the model's
+/// graph is not one this module replays.
 pub(super) fn op_offload_buffer(
     p: &ModelProfile,
     ctx: &Context,
     cpu_layers: u32,
+    layerless: bool,
+    max_tensor: u64,
+    align: u64,
+    max_chunk: u64,
+) -> Option<u64> {
+    if cpu_layers == 0 {
+        return None;
+    }
+    let own = if layerless { Own::None } else { Own::Later };
+    replay(p, ctx, cpu_layers, own, max_tensor, align, max_chunk)
+}
+
+/// The compute buffer of the one device that runs every layer after the
+/// first `cpu_layers` (and the big-batch products of those, op offload), the
+/// output layer too when `output`: its own layers replayed after the CPU
+/// layers' products, in one buffer, since ggml-alloc packs them together (on
+/// lavapipe, Qwen3-30B-A3B with half its layers there: its own layers' KQ
+/// matrices land above the holes the CPU layers' copies left, 66.0 MiB
+/// where either part alone needs 56). Read from llama.cpp's graphs on
+/// lavapipe (Vulkan reorders a layer's nodes, `graph_optimize`: Q, K and V
+/// products together); `None` as for [`op_offload_buffer`], and for a
+/// stacked-expert product the device takes beside a down projection it
+/// takes (not read).
+pub(super) fn device_buffer(
+    p: &ModelProfile,
+    ctx: &Context,
+    cpu_layers: u32,
+    output: bool,
+    max_tensor: u64,
+    align: u64,
+    max_chunk: u64,
+) -> Option<u64> {
+    if cpu_layers >= p.n_layer {
+        return None;
+    }
+    let own = Own::Rest { output };
+    replay(p, ctx, cpu_layers, own, max_tensor, align, max_chunk)
+}
+
+/// The layers after the CPU's, as the replayed device sees them.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Own {
+    /// Other devices run them all.
+    None,
+    /// This device runs some of them, not replayed: its inputs stay.
+    Later,
+    /// This device runs them all (and the output layer, when `output`).
+    Rest { output: bool },
+}
+
+/// The replay of both.
+fn replay(
+    p: &ModelProfile,
+    ctx: &Context,
+    cpu_layers: u32,
+    own: Own,
     max_tensor: u64,
     align: u64,
     max_chunk: u64,
@@ -364,20 +472,33 @@ pub(super) fn op_offload_buffer(
         || p.recurrent.is_some()
         || p.nextn > 0
         || (family == Family::Qwen3Moe) != p.experts.is_some()
-        || cpu_layers == 0
         || cpu_layers > p.n_layer
     {
         return None;
     }
-    let whole = cpu_layers == p.n_layer;
+    let n_layer = p.n_layer as usize;
+    let cpu = cpu_layers as usize;
+    let whole = cpu == n_layer;
+    // The device runs the last layer's attention or products.
+    let to_the_end = whole || matches!(own, Own::Rest { .. });
+    let runs_rest = matches!(own, Own::Rest { .. });
+    // The last layer whose products or attention the device runs, where
+    // the positions and the masks see their last use (none when the device
+    // runs later layers this replay leaves out).
+    let last_seen = match own {
+        _ if to_the_end => Some(n_layer - 1),
+        Own::None => cpu.checked_sub(1),
+        _ => None,
+    };
     let roles = layer_roles(family);
     let has = |r: Role| roles.iter().any(|part| part.contains(&r));
     // Each layer's weights by role (every tensor one the family has, every
     // role the family has present) and its experts' width (the stacked
     // gate's rows).
-    let mut weights = Vec::with_capacity(cpu_layers as usize);
-    let mut widths = Vec::with_capacity(cpu_layers as usize);
-    for (il, layer) in p.layers.iter().take(cpu_layers as usize).enumerate() {
+    let scanned = if runs_rest { n_layer } else { cpu };
+    let mut weights = Vec::with_capacity(scanned);
+    let mut widths = Vec::with_capacity(scanned);
+    for (il, layer) in p.layers.iter().take(scanned).enumerate() {
         let prefix = format!("blk.{il}.");
         let mut w = [None; Role::ALL.len()];
         let mut width = 0;
@@ -407,7 +528,7 @@ pub(super) fn op_offload_buffer(
         weights.push(w.map(|b| b.unwrap_or(0)));
         widths.push(width);
     }
-    if weights.len() != cpu_layers as usize {
+    if weights.len() != scanned {
         return None;
     }
     let wt = |il: usize, role: Role| -> u64 { weights[il][role as usize] };
@@ -417,21 +538,107 @@ pub(super) fn op_offload_buffer(
     let e = u64::from(p.n_embd);
     let (dk, dv) = (u64::from(p.head_dim_k), u64::from(p.head_dim_v));
     let n_out = u64::from(ctx.n_outputs.max(1)).min(n_tok);
+    let e4 = |t: u64| f4(e.saturating_mul(t));
+    let swa = |il: usize| family == Family::Gemma3 && p.is_swa_layer(il);
+    let cells = |il: usize| match &p.swa {
+        Some(w) if p.is_swa_layer(il) => ctx.swa_cells(w.window),
+        _ => u64::from(ctx.n_ctx_seq),
+    };
+    let heads = |il: usize| u64::from(p.n_head.get(il).copied().unwrap_or(0));
+    let kq_of = |il: usize| f4(cells(il).saturating_mul(n_tok).saturating_mul(heads(il)));
+    // The CPU computes a layer's attention whose KQ matrix the device
+    // refuses; the result comes back.
+    let refused = |il: usize| !ctx.flash_attn && kq_of(il) > max_tensor;
+    let mask_of = |il: usize| if swa(il) { R::MaskSwa } else { R::Mask };
+    let idx_of = |il: usize| {
+        if swa(il) {
+            (R::KIdxSwa, R::VIdxSwa)
+        } else {
+            (R::KIdx, R::VIdx)
+        }
+    };
+    // One row per token (this llama.cpp pads neither, `llama-graph.cpp`).
+    let mask_bytes = |il: usize| {
+        cells(il)
+            .saturating_mul(n_tok)
+            .saturating_mul(if ctx.flash_attn { 2 } else { 4 })
+    };
+    // Without flash attention V is stored transposed: one index per
+    // element of the cache's widest V row.
+    let v_idx_bytes = |il: usize| {
+        let row = (0..n_layer)
+            .filter(|&l| swa(l) == swa(il))
+            .map(|l| u64::from(p.n_head_kv.get(l).copied().unwrap_or(0)).saturating_mul(dv))
+            .max()
+            .unwrap_or(0);
+        let per_token = if ctx.flash_attn { 1 } else { row };
+        n_tok.saturating_mul(per_token).saturating_mul(8)
+    };
+    // The last layer whose attention the device runs with this mask: the
+    // CPU layers' (op offload) or its own.
+    let mask_last = |m: R| {
+        last_seen.and_then(|end| (0..=end).rev().find(|&il| mask_of(il) == m && !refused(il)))
+    };
+    let idx_last = |il: usize| (il..n_layer).all(|l| l == il || swa(l) != swa(il));
+    // The experts' output comes back from the CPU (a split starts there).
+    let experts_return = |il: usize| {
+        p.experts.is_some()
+            && (wt(il, Role::FfnGateExps) > max_tensor
+                || wt(il, Role::FfnUpExps) > max_tensor
+                || wt(il, Role::FfnDownExps) > max_tensor)
+    };
+    // The inputs the device's own layers read first in the split that
+    // starts at layer `from` (after its attention: `after_attention`), up
+    // to the next tensor that comes back from the CPU.
+    let needs = |from: usize, after_attention: bool| {
+        let mut list: Vec<(R, u64)> = Vec::new();
+        let mut add = |r: R, size: u64| {
+            if !list.iter().any(|&(x, _)| x == r) {
+                list.push((r, size));
+            }
+        };
+        for il in from..n_layer {
+            let last = il + 1 == n_layer;
+            if !(il == from && after_attention) {
+                let (k, v) = idx_of(il);
+                add(R::Pos, f4(n_tok));
+                add(k, n_tok.saturating_mul(8));
+                add(v, v_idx_bytes(il));
+                if refused(il) {
+                    break;
+                }
+                add(mask_of(il), mask_bytes(il));
+            }
+            if last {
+                add(R::Ids, f4(n_out));
+            }
+            if experts_return(il) {
+                break;
+            }
+        }
+        list
+    };
     let mut s = Sim {
         d: Dyn::new(align, max_chunk),
         live: Vec::new(),
         pinned: Vec::new(),
+        copies: true,
+        pending: Vec::new(),
     };
     let mut t = n_tok;
-    let e4 = |t: u64| f4(e.saturating_mul(t));
     // The graph's inputs: this llama.cpp mixes token and multimodal
-    // embeddings through a copy the graph never frees.
+    // embeddings through a copy the graph never frees. With no layer on
+    // the CPU the first split is the device's, and its inputs come first.
     s.a(R::MixedEmbd, e4(t));
     s.a(R::MixedRows, e4(t));
     s.a(R::Slots, 4096);
     s.a(R::Embd, e4(t));
     if family == Family::Gemma3 {
         s.a(R::ScaleRows, 2048);
+    }
+    if cpu == 0 {
+        s.pending = needs(0, false);
+        s.split();
     }
     s.pin(R::Dup, e4(t));
     s.f(R::MixedEmbd);
@@ -447,224 +654,306 @@ pub(super) fn op_offload_buffer(
         s.f(R::Slots);
         s.i(R::Residual, R::Embd);
     }
-    let mask_of = |il: usize| {
-        if family == Family::Gemma3 && p.is_swa_layer(il) {
-            R::MaskSwa
-        } else {
-            R::Mask
-        }
-    };
-    let first_use = |m: R| (0..p.n_layer as usize).find(|&il| mask_of(il) == m);
-    let last_use = |m: R| (0..p.n_layer as usize).rev().find(|&il| mask_of(il) == m);
     let freqs = p
         .globals
         .iter()
         .find(|g| g.name == "rope_freqs.weight")
         .map(|g| g.bytes);
     for (il, &ff_exp) in widths.iter().enumerate() {
-        let last = whole && il + 1 == p.n_layer as usize;
-        let h = u64::from(p.n_head.get(il).copied().unwrap_or(0));
+        let own_layer = il >= cpu;
+        s.copies = !own_layer;
+        let last = to_the_end && il + 1 == n_layer;
+        let hands_over = runs_rest && il + 1 == cpu;
+        let pos_done = last_seen == Some(il);
+        let h = heads(il);
         let hkv = u64::from(p.n_head_kv[il]);
         let q4 = f4(h.saturating_mul(dk).saturating_mul(t));
         let k4 = f4(hkv.saturating_mul(dk).saturating_mul(t));
         let v4 = f4(hkv.saturating_mul(dv).saturating_mul(t));
-        let cells = match &p.swa {
-            Some(swa) if p.is_swa_layer(il) => ctx.swa_cells(swa.window),
-            _ => u64::from(ctx.n_ctx_seq),
-        };
+        let att4 = f4(h.saturating_mul(dv).saturating_mul(t));
         let (k_row, v_row) = kv_rows(p, ctx, il);
-        let cache_k = k_row.saturating_mul(cells);
-        let cache_v = v_row.saturating_mul(cells);
-        let kq = f4(cells.saturating_mul(t).saturating_mul(h));
-        let refused = !ctx.flash_attn && kq > max_tensor;
+        let cache_k = k_row.saturating_mul(cells(il));
+        let cache_v = v_row.saturating_mul(cells(il));
+        let kq = kq_of(il);
         let mask = mask_of(il);
-        // One row per token (this llama.cpp pads neither, `llama-graph.cpp`).
-        let mask_bytes = cells
-            .saturating_mul(t)
-            .saturating_mul(if ctx.flash_attn { 2 } else { 4 });
+        let (k_idx, v_idx) = idx_of(il);
+        let idx_done = own_layer && idx_last(il);
+        let unmask = |s: &mut Sim| {
+            if mask_last(mask) == Some(il) {
+                s.unpin(mask);
+            }
+        };
 
         if il > 0 {
             s.a(R::Norm, e4(t));
         }
-        s.a(R::W, wt(il, Role::AttnNorm));
+        s.w(wt(il, Role::AttnNorm));
         s.i(R::X, R::Norm);
         s.f(R::W);
-        let proj = |s: &mut Sim, r: R, w: u64, size: u64| {
-            s.a(R::W, w);
-            s.a(r, size);
-            s.f(R::W);
-        };
-        // The Q/K norms (gemma3, qwen3): the norm is out of place, its
-        // weight's product and the RoPE in place; the first query's split
-        // brings the positions, the last key's RoPE is their last use.
-        let query_norm = |s: &mut Sim| {
-            s.a(R::Q, q4);
-            s.f(R::Q0);
-            s.a(R::W, wt(il, Role::AttnQNorm));
-            if il == 0 {
-                s.pin(R::Pos, f4(t));
+        if own_layer {
+            // The device's own layer: Q, K and V products together.
+            let (q_norm, k_norm) = (R::Q, R::K);
+            if family == Family::Gemma3 {
+                s.a(R::Q0, q4);
+                s.a(R::K0, k4);
+                s.a(R::V, v4);
+            } else {
+                s.a(R::Q0, q4);
+                s.a(R::V, v4);
+                s.a(R::K0, k4);
             }
-            s.f(R::W);
-        };
-        let key_norm = |s: &mut Sim| {
-            s.a(R::K, k4);
+            s.f(R::X);
+            // Normed or rotated out of place (Llama's RoPE; the others'
+            // norms, with RoPE in place), V written to the cache.
+            s.a(q_norm, q4);
+            s.f(R::Q0);
+            let v_written = |s: &mut Sim| {
+                s.f(R::V);
+                if idx_done {
+                    s.unpin(v_idx);
+                }
+            };
+            if family != Family::Gemma3 {
+                v_written(&mut s);
+            }
+            s.a(k_norm, k4);
             s.f(R::K0);
-            s.a(R::W, wt(il, Role::AttnKNorm));
-            s.f(R::W);
             if last {
                 s.unpin(R::Pos);
             }
-        };
-        match family {
-            Family::Gemma3 => {
-                proj(&mut s, R::Q0, wt(il, Role::AttnQ), q4);
-                query_norm(&mut s);
-                proj(&mut s, R::K0, wt(il, Role::AttnK), k4);
-                key_norm(&mut s);
-                proj(&mut s, R::V, wt(il, Role::AttnV), v4);
-                s.f(R::X);
-                s.f(R::K);
-                s.f(R::V);
+            s.f(R::K);
+            if idx_done {
+                s.unpin(k_idx);
             }
-            Family::Qwen3Moe | Family::Qwen3 => {
-                proj(&mut s, R::Q0, wt(il, Role::AttnQ), q4);
-                query_norm(&mut s);
-                proj(&mut s, R::V, wt(il, Role::AttnV), v4);
-                proj(&mut s, R::K0, wt(il, Role::AttnK), k4);
-                s.f(R::X);
-                key_norm(&mut s);
-                s.f(R::K);
-                s.f(R::V);
+            if family == Family::Gemma3 {
+                v_written(&mut s);
             }
-            Family::Llama => {
-                // Llama 3's `rope_freqs` is a weight: each RoPE starts a
-                // split, the first with the positions and the factors as
-                // inputs, the later ones with none, so V's product (and its
-                // weight's copy) joins the query's RoPE.
-                if il == 0 && freqs.is_none() {
-                    s.a(R::W, wt(il, Role::AttnQ));
-                    s.pin(R::Pos, f4(t));
-                    s.a(R::Q0, q4);
-                    s.f(R::W);
-                } else {
-                    proj(&mut s, R::Q0, wt(il, Role::AttnQ), q4);
-                }
-                if il == 0
-                    && let Some(bytes) = freqs
-                {
-                    s.pin(R::Pos, f4(t));
-                    s.pin(R::Freqs, bytes);
-                }
-                if freqs.is_some() && il > 0 {
-                    s.a(R::W, wt(il, Role::AttnV));
-                    s.a(R::Q, q4);
-                    s.f(R::Q0);
-                    s.a(R::V, v4);
-                    s.f(R::W);
-                } else {
-                    s.a(R::Q, q4);
-                    s.f(R::Q0);
-                    proj(&mut s, R::V, wt(il, Role::AttnV), v4);
-                }
-                proj(&mut s, R::K0, wt(il, Role::AttnK), k4);
-                s.f(R::X);
-                s.a(R::K, k4);
-                s.f(R::K0);
+            // The last layer's residual rows (`inp_out_ids`) are taken
+            // before its attention, or after it when it comes back from the
+            // CPU.
+            let residual_rows = |s: &mut Sim| {
                 if last {
-                    s.unpin(R::Pos);
-                    s.unpin(R::Freqs);
+                    s.a(R::ResidualRows, e4(n_out));
+                    s.f(R::Residual);
                 }
-                s.f(R::K);
-                s.f(R::V);
-            }
-        }
-        if refused {
-            // The CPU computes the attention; its output comes back.
-            s.f(R::Q);
-            s.a(R::KqvCopy, q4);
-            s.a(R::Att, q4);
-            s.f(R::KqvCopy);
-        } else {
-            let first_mask = first_use(mask) == Some(il);
-            let last_mask = whole && last_use(mask) == Some(il);
-            s.a(R::CacheK, cache_k);
-            if ctx.flash_attn {
-                s.a(R::CacheV, cache_v);
-                if first_mask {
-                    s.pin(mask, mask_bytes);
-                }
-                s.a(R::Att, q4);
+            };
+            if refused(il) {
                 s.f(R::Q);
-                s.f(R::CacheK);
-                s.f(R::CacheV);
-                if last_mask {
-                    s.unpin(mask);
-                }
+                s.a(R::KqvCopy, att4);
+                s.pending = needs(il, true);
+                s.split();
+                s.a(R::Att, att4);
+                s.f(R::KqvCopy);
+                residual_rows(&mut s);
+            } else if ctx.flash_attn {
+                residual_rows(&mut s);
+                s.a(R::Att, att4);
+                s.f(R::Q);
+                unmask(&mut s);
             } else {
-                if first_mask {
-                    s.pin(mask, mask_bytes);
-                }
-                s.a(R::CacheV, cache_v);
+                residual_rows(&mut s);
                 s.a(R::Kq, kq);
-                s.f(R::CacheK);
                 s.f(R::Q);
-                if last_mask {
-                    s.unpin(mask);
-                }
-                s.a(R::Kqv, q4);
-                s.f(R::CacheV);
+                unmask(&mut s);
+                s.a(R::Kqv, att4);
                 s.f(R::Kq);
-                s.a(R::Att, q4);
+                s.a(R::Att, att4);
                 s.f(R::Kqv);
             }
-        }
-        if last {
-            // The last layer keeps the output rows only (`inp_out_ids`).
-            let rows = e4(n_out);
-            s.a(R::W, wt(il, Role::AttnOutput));
-            s.a(R::Ids, f4(n_out));
             s.a(R::O, e4(t));
-            s.f(R::W);
             s.f(R::Att);
-            if family == Family::Gemma3 {
-                s.a(R::AttnRows, rows);
+            if last {
+                s.a(R::AttnRows, e4(n_out));
                 s.f(R::O);
-                s.a(R::W, wt(il, Role::PostAttentionNorm));
-                s.f(R::W);
-                s.a(R::ResidualRows, rows);
-                s.f(R::Residual);
-                s.f(R::Ids);
+                s.unpin(R::Ids);
+                s.i(R::Sa, R::AttnRows);
+                s.f(R::ResidualRows);
+                t = n_out;
             } else {
-                s.a(R::ResidualRows, rows);
+                s.i(R::Sa, R::O);
                 s.f(R::Residual);
-                s.a(R::AttnRows, rows);
-                s.f(R::O);
-                s.f(R::Ids);
             }
-            s.i(R::Sa, R::AttnRows);
-            s.f(R::ResidualRows);
-            t = n_out;
         } else {
-            s.a(R::W, wt(il, Role::AttnOutput));
-            s.a(R::O, e4(t));
-            s.f(R::W);
-            s.f(R::Att);
-            if family == Family::Gemma3 {
-                s.a(R::W, wt(il, Role::PostAttentionNorm));
+            // The CPU's layer: each product a split with its weight's copy.
+            // The Q/K norms (gemma3, qwen3): the norm is out of place, its
+            // weight's product and the RoPE in place; the first query's
+            // split brings the positions, the last key's RoPE is their last
+            // use.
+            let query_norm = |s: &mut Sim| {
+                s.a(R::Q, q4);
+                s.f(R::Q0);
+                s.a(R::W, wt(il, Role::AttnQNorm));
+                if il == 0 {
+                    s.pin(R::Pos, f4(t));
+                }
                 s.f(R::W);
+            };
+            let key_norm = |s: &mut Sim| {
+                s.a(R::K, k4);
+                s.f(R::K0);
+                s.a(R::W, wt(il, Role::AttnKNorm));
+                s.f(R::W);
+                if pos_done {
+                    s.unpin(R::Pos);
+                }
+            };
+            match family {
+                Family::Gemma3 => {
+                    s.proj(R::Q0, wt(il, Role::AttnQ), q4);
+                    query_norm(&mut s);
+                    s.proj(R::K0, wt(il, Role::AttnK), k4);
+                    key_norm(&mut s);
+                    s.proj(R::V, wt(il, Role::AttnV), v4);
+                    s.f(R::X);
+                    s.f(R::K);
+                    s.f(R::V);
+                }
+                Family::Qwen3Moe | Family::Qwen3 => {
+                    s.proj(R::Q0, wt(il, Role::AttnQ), q4);
+                    query_norm(&mut s);
+                    s.proj(R::V, wt(il, Role::AttnV), v4);
+                    s.proj(R::K0, wt(il, Role::AttnK), k4);
+                    s.f(R::X);
+                    key_norm(&mut s);
+                    s.f(R::K);
+                    s.f(R::V);
+                }
+                Family::Llama => {
+                    // Llama 3's `rope_freqs` is a weight: each RoPE starts a
+                    // split, the first with the positions and the factors as
+                    // inputs, the later ones with none, so V's product (and
+                    // its weight's copy) joins the query's RoPE.
+                    if il == 0 && freqs.is_none() {
+                        s.a(R::W, wt(il, Role::AttnQ));
+                        s.pin(R::Pos, f4(t));
+                        s.a(R::Q0, q4);
+                        s.f(R::W);
+                    } else {
+                        s.proj(R::Q0, wt(il, Role::AttnQ), q4);
+                    }
+                    if il == 0
+                        && let Some(bytes) = freqs
+                    {
+                        s.pin(R::Pos, f4(t));
+                        s.pin(R::Freqs, bytes);
+                    }
+                    if freqs.is_some() && il > 0 {
+                        s.a(R::W, wt(il, Role::AttnV));
+                        s.a(R::Q, q4);
+                        s.f(R::Q0);
+                        s.a(R::V, v4);
+                        s.f(R::W);
+                    } else {
+                        s.a(R::Q, q4);
+                        s.f(R::Q0);
+                        s.proj(R::V, wt(il, Role::AttnV), v4);
+                    }
+                    s.proj(R::K0, wt(il, Role::AttnK), k4);
+                    s.f(R::X);
+                    s.a(R::K, k4);
+                    s.f(R::K0);
+                    if pos_done {
+                        s.unpin(R::Pos);
+                    }
+                    // The device's own layers read their own copy of the
+                    // factors (duplicated per layer at load).
+                    if pos_done || hands_over {
+                        s.unpin(R::Freqs);
+                    }
+                    s.f(R::K);
+                    s.f(R::V);
+                }
             }
-            s.i(R::Sa, R::O);
-            s.f(R::Residual);
+            if refused(il) {
+                // The CPU computes the attention; its output comes back.
+                s.f(R::Q);
+                s.a(R::KqvCopy, att4);
+                s.a(R::Att, att4);
+                s.f(R::KqvCopy);
+            } else {
+                let first_mask = (0..n_layer).find(|&l| mask_of(l) == mask) == Some(il);
+                s.a(R::CacheK, cache_k);
+                if ctx.flash_attn {
+                    s.a(R::CacheV, cache_v);
+                    if first_mask {
+                        s.pin(mask, mask_bytes(il));
+                    }
+                    s.a(R::Att, att4);
+                    s.f(R::Q);
+                    s.f(R::CacheK);
+                    s.f(R::CacheV);
+                    unmask(&mut s);
+                } else {
+                    if first_mask {
+                        s.pin(mask, mask_bytes(il));
+                    }
+                    s.a(R::CacheV, cache_v);
+                    s.a(R::Kq, kq);
+                    s.f(R::CacheK);
+                    s.f(R::Q);
+                    unmask(&mut s);
+                    s.a(R::Kqv, att4);
+                    s.f(R::CacheV);
+                    s.f(R::Kq);
+                    s.a(R::Att, att4);
+                    s.f(R::Kqv);
+                }
+            }
+            if last {
+                // The last layer keeps the output rows only (`inp_out_ids`).
+                let rows = e4(n_out);
+                s.a(R::W, wt(il, Role::AttnOutput));
+                s.a(R::Ids, f4(n_out));
+                s.a(R::O, e4(t));
+                s.f(R::W);
+                s.f(R::Att);
+                if family == Family::Gemma3 {
+                    s.a(R::AttnRows, rows);
+                    s.f(R::O);
+                    s.a(R::W, wt(il, Role::PostAttentionNorm));
+                    s.f(R::W);
+                    s.a(R::ResidualRows, rows);
+                    s.f(R::Residual);
+                    s.f(R::Ids);
+                } else {
+                    s.a(R::ResidualRows, rows);
+                    s.f(R::Residual);
+                    s.a(R::AttnRows, rows);
+                    s.f(R::O);
+                    s.f(R::Ids);
+                }
+                s.i(R::Sa, R::AttnRows);
+                s.f(R::ResidualRows);
+                t = n_out;
+            } else {
+                s.proj(R::O, wt(il, Role::AttnOutput), e4(t));
+                s.f(R::Att);
+                if family == Family::Gemma3 {
+                    s.a(R::W, wt(il, Role::PostAttentionNorm));
+                    s.f(R::W);
+                }
+                s.i(R::Sa, R::O);
+                s.f(R::Residual);
+            }
         }
         s.a(R::Norm, e4(t));
-        s.a(R::W, wt(il, Role::FfnNorm));
+        s.w(wt(il, Role::FfnNorm));
         s.i(R::FfnIn, R::Norm);
         s.f(R::W);
+        // The split a layer's last product starts (the down projection's
+        // weight copy, or the experts' output coming back) brings the
+        // inputs of the layers after it on this device.
+        let next = |s: &mut Sim| {
+            if hands_over || (own_layer && il + 1 < n_layer) {
+                s.pending = needs(il + 1, false);
+            }
+            s.split();
+        };
         if let Some(x) = p.experts.filter(|_| family == Family::Qwen3Moe) {
             let n_exp = u64::from(x.count);
             let used = u64::from(x.used);
             let router = f4(n_exp.saturating_mul(t));
-            proj(&mut s, R::Logits, wt(il, Role::FfnGateInp), router);
+            s.proj(R::Logits, wt(il, Role::FfnGateInp), router);
             s.a(R::Probs, router);
             s.a(R::Argsort, router);
             s.a(R::RouterW, f4(used.saturating_mul(t)));
@@ -679,31 +968,66 @@ pub(super) fn op_offload_buffer(
             let gate = wt(il, Role::FfnGateExps);
             let up = wt(il, Role::FfnUpExps);
             let down_w = wt(il, Role::FfnDownExps);
+            // A layerless device's last CPU layer: the experts' output the
+            // CPU computes goes on to the next device (read beside two RPC
+            // workers), and so does the rest of the layer.
+            let passed_on = own == Own::None && il + 1 == cpu && down_w > max_tensor;
+            if passed_on {
+                if gate <= max_tensor && up <= max_tensor {
+                    s.proj(R::Gate, gate, act);
+                    s.proj(R::Up, up, act);
+                    s.f(R::FfnIn);
+                    s.a(R::Act, act);
+                    s.f(R::Gate);
+                    s.f(R::Up);
+                    s.f(R::Act);
+                } else {
+                    s.f(R::FfnIn);
+                }
+                s.f(R::Argsort);
+                s.f(R::RouterWNorm);
+                s.f(R::Sa);
+                continue;
+            }
             if gate <= max_tensor && up <= max_tensor {
-                proj(&mut s, R::Gate, gate, act);
-                proj(&mut s, R::Up, up, act);
+                s.proj(R::Gate, gate, act);
+                s.proj(R::Up, up, act);
                 s.f(R::FfnIn);
                 s.a(R::Act, act);
                 s.f(R::Gate);
                 s.f(R::Up);
                 if down_w <= max_tensor {
-                    proj(&mut s, R::Down, down_w, down);
+                    s.w(down_w);
+                    if !own_layer {
+                        next(&mut s);
+                    }
+                    s.a(R::Down, down);
+                    s.f(R::W);
                     s.f(R::Act);
                     s.f(R::Argsort);
                 } else {
                     s.f(R::Act);
                     s.f(R::Argsort);
                     s.a(R::Down, down);
+                    next(&mut s);
                 }
             } else {
                 s.f(R::FfnIn);
                 s.f(R::Argsort);
                 if down_w <= max_tensor {
+                    if own_layer {
+                        // Not read from a graph yet.
+                        return None;
+                    }
                     s.a(R::ActCopy, act);
-                    proj(&mut s, R::Down, down_w, down);
+                    s.w(down_w);
+                    next(&mut s);
+                    s.a(R::Down, down);
+                    s.f(R::W);
                     s.f(R::ActCopy);
                 } else {
                     s.a(R::Down, down);
+                    next(&mut s);
                 }
             }
             s.f(R::RouterWNorm);
@@ -712,41 +1036,62 @@ pub(super) fn op_offload_buffer(
             s.i(R::Down, R::ExpertSum);
         } else {
             let ff = f4(u64::from(p.n_ff).saturating_mul(t));
-            proj(&mut s, R::Gate, wt(il, Role::FfnGate), ff);
-            proj(&mut s, R::Up, wt(il, Role::FfnUp), ff);
+            s.proj(R::Gate, wt(il, Role::FfnGate), ff);
+            s.proj(R::Up, wt(il, Role::FfnUp), ff);
             s.f(R::FfnIn);
             s.a(R::Act, ff);
             s.f(R::Gate);
             s.f(R::Up);
-            proj(&mut s, R::Down, wt(il, Role::FfnDown), e4(t));
+            s.w(wt(il, Role::FfnDown));
+            if family != Family::Gemma3 && !own_layer {
+                next(&mut s);
+            }
+            s.a(R::Down, e4(t));
+            s.f(R::W);
             s.f(R::Act);
         }
         if family == Family::Gemma3 {
-            s.a(R::W, wt(il, Role::PostFfwNorm));
+            s.w(wt(il, Role::PostFfwNorm));
+            if !own_layer {
+                next(&mut s);
+            }
             s.f(R::W);
         }
         s.i(R::Residual, R::Down);
         s.f(R::Sa);
     }
-    if whole {
+    let out = p.output.as_ref().or(p.token_embd.as_ref());
+    match own {
+        // The output layer on the device: its norm in place, its product
+        // when the device takes the matrix.
+        Own::Rest { output: true } => {
+            if let Some(out) = out
+                && out.bytes <= max_tensor
+            {
+                s.a(R::Logits, f4(p.n_vocab.saturating_mul(n_out)));
+            }
+        }
         // The output layer stays on the CPU: its norm is offloaded, and so
         // is its product when the batch has rows enough and the device
         // takes the matrix.
-        let norm = p
-            .globals
-            .iter()
-            .find(|g| g.name == "output_norm.weight")
-            .map_or(0, |g| g.bytes);
-        s.a(R::W, norm);
-        s.f(R::W);
-        if let Some(out) = p.output.as_ref().or(p.token_embd.as_ref())
-            && n_out >= u64::from(super::OP_OFFLOAD_MIN_BATCH)
-            && out.bytes <= max_tensor
-        {
-            s.a(R::W, out.bytes);
-            s.a(R::Logits, f4(p.n_vocab.saturating_mul(n_out)));
+        _ if to_the_end => {
+            let norm = p
+                .globals
+                .iter()
+                .find(|g| g.name == "output_norm.weight")
+                .map_or(0, |g| g.bytes);
+            s.a(R::W, norm);
             s.f(R::W);
+            if let Some(out) = out
+                && n_out >= u64::from(super::OP_OFFLOAD_MIN_BATCH)
+                && out.bytes <= max_tensor
+            {
+                s.a(R::W, out.bytes);
+                s.a(R::Logits, f4(p.n_vocab.saturating_mul(n_out)));
+                s.f(R::W);
+            }
         }
+        _ => {}
     }
     Some(s.d.size())
 }
