@@ -451,6 +451,9 @@ const VULKAN_ALIGN: u64 = 256;
 /// The alignment of a CUDA buffer's tensors (`ggml_backend_cuda_buffer_type_get_alignment`).
 const CUDA_ALIGN: u64 = 128;
 
+/// An RPC worker's buffer alignment: its CPU backend's (`TENSOR_ALIGNMENT`).
+const RPC_ALIGN: u64 = 32;
+
 /// The largest piece of a Vulkan buffer (`GGML_VK_SUBALLOCATION_BLOCK_SIZE`):
 /// ggml-alloc starts a new chunk past it.
 const VULKAN_CHUNK: u64 = 1 << 30;
@@ -1339,6 +1342,35 @@ fn compute_buffers(p: &ModelProfile, ctx: &Context, lay: &Layout) -> ComputeBuff
                     max_tensor,
                     if vulkan { VULKAN_ALIGN } else { CUDA_ALIGN },
                     if vulkan { VULKAN_CHUNK } else { u64::MAX },
+                )
+            {
+                return b;
+            }
+            // An RPC worker whose layers follow another worker's is
+            // replayed too, where its graph was read.
+            let first_layer = lay.cpu_layers as usize
+                + lay
+                    .layers_gpu
+                    .iter()
+                    .take(g)
+                    .map(|&n| n as usize)
+                    .sum::<usize>();
+            let after_a_worker = (0..g)
+                .rev()
+                .find(|&d| lay.layers_gpu.get(d).copied().unwrap_or(0) > 0)
+                .is_some_and(|d| lay.backend.get(d) == Some(&Backend::Rpc));
+            if lay.backend.get(g) == Some(&Backend::Rpc)
+                && layers > 0
+                && after_a_worker
+                && lay.out_layer != Some(g)
+                && out_dev != Some(g)
+                && let Some(b) = galloc::rpc_follower_buffer(
+                    p,
+                    ctx,
+                    first_layer..first_layer + layers as usize,
+                    copies,
+                    max_tensor,
+                    RPC_ALIGN,
                 )
             {
                 return b;

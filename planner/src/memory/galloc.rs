@@ -27,7 +27,10 @@
 //! partial and full, and beside two RPC workers; `qwen3` is `qwen3moe`'s
 //! attention with a dense FFN. A split's inputs (positions, the cache's row
 //! indices, masks, output rows) are copied at the start of the first split
-//! that reads them and freed after their last reader. Held to llama.cpp's
+//! that reads them and freed after their last reader. An RPC worker whose
+//! layers follow another worker's is replayed in llama.cpp's own graph
+//! order (the CPU backend reorders nothing), for `qwen3moe`, where the
+//! stage rule was 15-20% over. Held to llama.cpp's
 //! accounting on lavapipe by `app/tests/run/vulkan.rs` and on an H200 by
 //! `memory/tests_cuda.rs` (CUDA pads a quantized copy by at most one row,
 //! which no case shows); any other architecture, or a layer with tensors
@@ -171,6 +174,9 @@ enum R {
     VIdx,
     KIdxSwa,
     VIdxSwa,
+    /// A copy of a split's input kept for pipeline parallelism (never
+    /// freed).
+    InputCopy,
     Norm,
     X,
     Q,
@@ -286,6 +292,49 @@ impl Sim {
         self.w(weight);
         self.a(r, size);
         self.f(R::W);
+    }
+
+    /// The attention's output product and the residual's add (`Sa`). The
+    /// last layer keeps its output rows only (`inp_out_ids`, `last_rows`
+    /// bytes of them), its residual's rows taken here when
+    /// `residual_rows_here` (else before its attention).
+    fn attention_out(&mut self, o: u64, last_rows: Option<u64>, residual_rows_here: bool) {
+        self.a(R::O, o);
+        self.f(R::Att);
+        if let Some(rows) = last_rows {
+            self.a(R::AttnRows, rows);
+            self.f(R::O);
+            if residual_rows_here {
+                self.a(R::ResidualRows, rows);
+                self.f(R::Residual);
+            }
+            self.unpin(R::Ids);
+            self.i(R::Sa, R::AttnRows);
+            self.f(R::ResidualRows);
+        } else {
+            self.i(R::Sa, R::O);
+            self.f(R::Residual);
+        }
+    }
+
+    /// The router of routed experts: logits (a product with `weight`),
+    /// softmax (in place on the CPU backend), top-k and the weights of the
+    /// chosen experts, normalised.
+    fn router(&mut self, weight: u64, logits: u64, chosen: u64, rows: u64, probs_in_place: bool) {
+        self.proj(R::Logits, weight, logits);
+        if probs_in_place {
+            self.i(R::Probs, R::Logits);
+        } else {
+            self.a(R::Probs, logits);
+        }
+        self.a(R::Argsort, logits);
+        self.a(R::RouterW, chosen);
+        self.f(R::Probs);
+        self.a(R::WeightSum, rows);
+        self.a(R::RouterWNorm, chosen);
+        self.f(R::RouterW);
+        self.f(R::WeightSum);
+        self.f(R::Logits);
     }
 }
 
@@ -450,6 +499,209 @@ enum Own {
     Rest { output: bool },
 }
 
+/// Each layer's weights by role over `layers` (every tensor one the family
+/// has, every role the family has present, attention on every layer) and
+/// its experts' width (the stacked gate's rows); `None` otherwise.
+fn scan(
+    p: &ModelProfile,
+    family: Family,
+    layers: std::ops::Range<usize>,
+) -> Option<(Vec<[u64; Role::ALL.len()]>, Vec<u64>)> {
+    let roles = layer_roles(family);
+    let has = |r: Role| roles.iter().any(|part| part.contains(&r));
+    let mut weights = Vec::with_capacity(layers.len());
+    let mut widths = Vec::with_capacity(layers.len());
+    for il in layers.clone() {
+        let layer = p.layers.get(il)?;
+        let prefix = format!("blk.{il}.");
+        let mut w = [None; Role::ALL.len()];
+        let mut width = 0;
+        for t in &layer.tensors {
+            let name = t
+                .name
+                .strip_prefix(&prefix)
+                .and_then(|n| n.strip_suffix(".weight"))?;
+            let role = Role::ALL
+                .into_iter()
+                .find(|r| r.name() == name)
+                .filter(|&r| has(r))?;
+            if role == Role::FfnGateExps {
+                width = t.dims.get(1).copied().unwrap_or(0);
+            }
+            w[role as usize] = Some(t.bytes);
+        }
+        if roles
+            .iter()
+            .flat_map(|part| part.iter())
+            .any(|&r| w[r as usize].is_none())
+            || !p.is_attention_layer(il)
+            || p.n_head_kv.get(il).copied().unwrap_or(0) == 0
+        {
+            return None;
+        }
+        weights.push(w.map(|b| b.unwrap_or(0)));
+        widths.push(width);
+    }
+    Some((weights, widths))
+}
+
+/// The compute buffer of an RPC worker whose layers `layers` follow
+/// another worker's, the output layer on a third device, for `qwen3moe`
+/// with flash attention and one sequence, the experts all taken (read
+/// from llama.cpp's graph of lavapipe beside two workers, to the byte).
+/// The worker before it computes its first layer's norm (a weightless op
+/// stays with the previous backend) and sends it with the residual; the
+/// graph's inputs come first; a layer runs in llama.cpp's graph order (no
+/// reordering on the CPU backend), the router's softmax in place, and the
+/// last layer's output rows are taken after its attention. With pipeline
+/// parallelism every copy of each input is allocated first and kept
+/// (`ggml_backend_sched_split_graph`: flagged input and output, which
+/// ggml-alloc neither frees nor overwrites in place). `None` for anything
+/// else.
+pub(super) fn rpc_follower_buffer(
+    p: &ModelProfile,
+    ctx: &Context,
+    layers: std::ops::Range<usize>,
+    copies: u64,
+    max_tensor: u64,
+    align: u64,
+) -> Option<u64> {
+    let n_layer = p.n_layer as usize;
+    let experts = p.experts?;
+    if p.arch != "qwen3moe"
+        || !ctx.flash_attn
+        || ctx.n_seq != 1
+        || p.mla.is_some()
+        || p.recurrent.is_some()
+        || p.nextn > 0
+        || p.swa.is_some()
+        || layers.is_empty()
+        || layers.start == 0
+        || layers.end > n_layer
+    {
+        return None;
+    }
+    let (weights, widths) = scan(p, Family::Qwen3Moe, layers.clone())?;
+    if weights.iter().flatten().any(|&b| b > max_tensor) {
+        return None;
+    }
+    let f4 = |n: u64| n.saturating_mul(4);
+    let n_tok = u64::from(ctx.n_tokens);
+    let e = u64::from(p.n_embd);
+    let e4 = |t: u64| f4(e.saturating_mul(t));
+    let (dk, dv) = (u64::from(p.head_dim_k), u64::from(p.head_dim_v));
+    let n_out = u64::from(ctx.n_outputs.max(1)).min(n_tok);
+    let (n_exp, used) = (u64::from(experts.count), u64::from(experts.used));
+    let holds_last = layers.end == n_layer;
+    let mut s = Sim {
+        d: Dyn::new(align, u64::MAX),
+        live: Vec::new(),
+        pinned: Vec::new(),
+        copies: false,
+        pending: Vec::new(),
+    };
+    let mut t = n_tok;
+    // The split's inputs, in the order it reads them.
+    let mut inputs = vec![
+        (R::Norm, e4(t)),
+        (R::Pos, f4(t)),
+        (R::KIdx, n_tok.saturating_mul(8)),
+        (R::VIdx, n_tok.saturating_mul(8)),
+        (
+            R::Mask,
+            u64::from(ctx.n_ctx_seq)
+                .saturating_mul(n_tok)
+                .saturating_mul(2),
+        ),
+        (R::Residual, e4(t)),
+    ];
+    if holds_last {
+        inputs.push((R::Ids, f4(n_out)));
+    }
+    let pipeline = copies > 1;
+    for (r, size) in inputs {
+        if pipeline {
+            for _ in 0..copies {
+                s.pin(R::InputCopy, size);
+            }
+        } else if matches!(r, R::Norm | R::Residual) {
+            s.a(r, size);
+        } else {
+            s.pin(r, size);
+        }
+    }
+    for (il, &ff_exp) in layers.clone().zip(&widths) {
+        let last = il + 1 == n_layer;
+        let h = u64::from(p.n_head.get(il).copied().unwrap_or(0));
+        let hkv = u64::from(p.n_head_kv.get(il).copied().unwrap_or(0));
+        let q4 = f4(h.saturating_mul(dk).saturating_mul(t));
+        let k4 = f4(hkv.saturating_mul(dk).saturating_mul(t));
+        let v4 = f4(hkv.saturating_mul(dv).saturating_mul(t));
+        let att4 = f4(h.saturating_mul(dv).saturating_mul(t));
+        if il > layers.start {
+            s.a(R::Norm, e4(t));
+        }
+        if pipeline && il == layers.start {
+            // The kept copy is not overwritten in place.
+            s.a(R::X, e4(t));
+        } else {
+            s.i(R::X, R::Norm);
+        }
+        s.a(R::Q0, q4);
+        s.a(R::Q, q4);
+        s.f(R::Q0);
+        s.a(R::V, v4);
+        s.a(R::K0, k4);
+        s.f(R::X);
+        s.a(R::K, k4);
+        s.f(R::K0);
+        if last {
+            s.unpin(R::Pos);
+        }
+        s.f(R::K);
+        if last {
+            s.unpin(R::KIdx);
+        }
+        s.f(R::V);
+        if last {
+            s.unpin(R::VIdx);
+        }
+        s.a(R::Att, att4);
+        s.f(R::Q);
+        if last {
+            s.unpin(R::Mask);
+        }
+        s.attention_out(e4(t), last.then(|| e4(n_out)), true);
+        if last {
+            t = n_out;
+        }
+        s.a(R::Norm, e4(t));
+        s.i(R::FfnIn, R::Norm);
+        let act = f4(ff_exp.saturating_mul(used).saturating_mul(t));
+        let chosen = f4(used.saturating_mul(t));
+        s.router(0, f4(n_exp.saturating_mul(t)), chosen, f4(t), true);
+        s.a(R::Gate, act);
+        s.a(R::Up, act);
+        s.f(R::FfnIn);
+        s.a(R::Act, act);
+        s.f(R::Gate);
+        s.f(R::Up);
+        s.a(R::Down, f4(e.saturating_mul(used).saturating_mul(t)));
+        s.f(R::Act);
+        s.f(R::Argsort);
+        s.f(R::RouterWNorm);
+        s.a(R::ExpertSum, e4(t));
+        s.f(R::Down);
+        s.i(R::Residual, R::ExpertSum);
+        s.f(R::Sa);
+    }
+    if !holds_last {
+        // The next worker's first norm is computed here.
+        s.a(R::Norm, e4(t));
+    }
+    Some(s.d.size())
+}
+
 /// The replay of both.
 fn replay(
     p: &ModelProfile,
@@ -490,47 +742,8 @@ fn replay(
         Own::None => cpu.checked_sub(1),
         _ => None,
     };
-    let roles = layer_roles(family);
-    let has = |r: Role| roles.iter().any(|part| part.contains(&r));
-    // Each layer's weights by role (every tensor one the family has, every
-    // role the family has present) and its experts' width (the stacked
-    // gate's rows).
     let scanned = if runs_rest { n_layer } else { cpu };
-    let mut weights = Vec::with_capacity(scanned);
-    let mut widths = Vec::with_capacity(scanned);
-    for (il, layer) in p.layers.iter().take(scanned).enumerate() {
-        let prefix = format!("blk.{il}.");
-        let mut w = [None; Role::ALL.len()];
-        let mut width = 0;
-        for t in &layer.tensors {
-            let name = t
-                .name
-                .strip_prefix(&prefix)
-                .and_then(|n| n.strip_suffix(".weight"))?;
-            let role = Role::ALL
-                .into_iter()
-                .find(|r| r.name() == name)
-                .filter(|&r| has(r))?;
-            if role == Role::FfnGateExps {
-                width = t.dims.get(1).copied().unwrap_or(0);
-            }
-            w[role as usize] = Some(t.bytes);
-        }
-        if roles
-            .iter()
-            .flat_map(|part| part.iter())
-            .any(|&r| w[r as usize].is_none())
-            || !p.is_attention_layer(il)
-            || p.n_head_kv.get(il).copied().unwrap_or(0) == 0
-        {
-            return None;
-        }
-        weights.push(w.map(|b| b.unwrap_or(0)));
-        widths.push(width);
-    }
-    if weights.len() != scanned {
-        return None;
-    }
+    let (weights, widths) = scan(p, family, 0..scanned)?;
     let wt = |il: usize, role: Role| -> u64 { weights[il][role as usize] };
 
     let f4 = |n: u64| n.saturating_mul(4);
@@ -760,18 +973,9 @@ fn replay(
                 s.a(R::Att, att4);
                 s.f(R::Kqv);
             }
-            s.a(R::O, e4(t));
-            s.f(R::Att);
+            s.attention_out(e4(t), last.then(|| e4(n_out)), false);
             if last {
-                s.a(R::AttnRows, e4(n_out));
-                s.f(R::O);
-                s.unpin(R::Ids);
-                s.i(R::Sa, R::AttnRows);
-                s.f(R::ResidualRows);
                 t = n_out;
-            } else {
-                s.i(R::Sa, R::O);
-                s.f(R::Residual);
             }
         } else {
             // The CPU's layer: each product a split with its weight's copy.
@@ -953,16 +1157,8 @@ fn replay(
             let n_exp = u64::from(x.count);
             let used = u64::from(x.used);
             let router = f4(n_exp.saturating_mul(t));
-            s.proj(R::Logits, wt(il, Role::FfnGateInp), router);
-            s.a(R::Probs, router);
-            s.a(R::Argsort, router);
-            s.a(R::RouterW, f4(used.saturating_mul(t)));
-            s.f(R::Probs);
-            s.a(R::WeightSum, f4(t));
-            s.a(R::RouterWNorm, f4(used.saturating_mul(t)));
-            s.f(R::RouterW);
-            s.f(R::WeightSum);
-            s.f(R::Logits);
+            let chosen = f4(used.saturating_mul(t));
+            s.router(wt(il, Role::FfnGateInp), router, chosen, f4(t), false);
             let act = f4(ff_exp.saturating_mul(used).saturating_mul(t));
             let down = f4(e.saturating_mul(used).saturating_mul(t));
             let gate = wt(il, Role::FfnGateExps);
@@ -972,30 +1168,25 @@ fn replay(
             // CPU computes goes on to the next device (read beside two RPC
             // workers), and so does the rest of the layer.
             let passed_on = own == Own::None && il + 1 == cpu && down_w > max_tensor;
-            if passed_on {
-                if gate <= max_tensor && up <= max_tensor {
-                    s.proj(R::Gate, gate, act);
-                    s.proj(R::Up, up, act);
-                    s.f(R::FfnIn);
-                    s.a(R::Act, act);
-                    s.f(R::Gate);
-                    s.f(R::Up);
-                    s.f(R::Act);
-                } else {
-                    s.f(R::FfnIn);
-                }
-                s.f(R::Argsort);
-                s.f(R::RouterWNorm);
-                s.f(R::Sa);
-                continue;
-            }
-            if gate <= max_tensor && up <= max_tensor {
+            let gate_up = gate <= max_tensor && up <= max_tensor;
+            if gate_up {
                 s.proj(R::Gate, gate, act);
                 s.proj(R::Up, up, act);
                 s.f(R::FfnIn);
                 s.a(R::Act, act);
                 s.f(R::Gate);
                 s.f(R::Up);
+            } else {
+                s.f(R::FfnIn);
+            }
+            if passed_on {
+                s.f(R::Act);
+                s.f(R::Argsort);
+                s.f(R::RouterWNorm);
+                s.f(R::Sa);
+                continue;
+            }
+            if gate_up {
                 if down_w <= max_tensor {
                     s.w(down_w);
                     if !own_layer {
@@ -1012,7 +1203,6 @@ fn replay(
                     next(&mut s);
                 }
             } else {
-                s.f(R::FfnIn);
                 s.f(R::Argsort);
                 if down_w <= max_tensor {
                     if own_layer {
