@@ -396,27 +396,28 @@ impl Role {
         Role::FfnDownExps,
     ];
 
-    /// The name between `blk.N.` and `.weight`.
-    fn name(self) -> &'static str {
-        match self {
-            Role::AttnNorm => "attn_norm",
-            Role::AttnQ => "attn_q",
-            Role::AttnK => "attn_k",
-            Role::AttnV => "attn_v",
-            Role::AttnOutput => "attn_output",
-            Role::AttnQNorm => "attn_q_norm",
-            Role::AttnKNorm => "attn_k_norm",
-            Role::PostAttentionNorm => "post_attention_norm",
-            Role::FfnNorm => "ffn_norm",
-            Role::FfnGate => "ffn_gate",
-            Role::FfnUp => "ffn_up",
-            Role::FfnDown => "ffn_down",
-            Role::PostFfwNorm => "post_ffw_norm",
-            Role::FfnGateInp => "ffn_gate_inp",
-            Role::FfnGateExps => "ffn_gate_exps",
-            Role::FfnUpExps => "ffn_up_exps",
-            Role::FfnDownExps => "ffn_down_exps",
-        }
+    /// The role of a layer weight named `blk.N.{name}.weight`.
+    fn from_name(name: &str) -> Option<Role> {
+        Some(match name {
+            "attn_norm" => Role::AttnNorm,
+            "attn_q" => Role::AttnQ,
+            "attn_k" => Role::AttnK,
+            "attn_v" => Role::AttnV,
+            "attn_output" => Role::AttnOutput,
+            "attn_q_norm" => Role::AttnQNorm,
+            "attn_k_norm" => Role::AttnKNorm,
+            "post_attention_norm" => Role::PostAttentionNorm,
+            "ffn_norm" => Role::FfnNorm,
+            "ffn_gate" => Role::FfnGate,
+            "ffn_up" => Role::FfnUp,
+            "ffn_down" => Role::FfnDown,
+            "post_ffw_norm" => Role::PostFfwNorm,
+            "ffn_gate_inp" => Role::FfnGateInp,
+            "ffn_gate_exps" => Role::FfnGateExps,
+            "ffn_up_exps" => Role::FfnUpExps,
+            "ffn_down_exps" => Role::FfnDownExps,
+            _ => return None,
+        })
     }
 }
 
@@ -513,18 +514,20 @@ fn scan(
     let mut widths = Vec::with_capacity(layers.len());
     for il in layers.clone() {
         let layer = p.layers.get(il)?;
-        let prefix = format!("blk.{il}.");
         let mut w = [None; Role::ALL.len()];
         let mut width = 0;
         for t in &layer.tensors {
-            let name = t
+            // `blk.{il}.{role}.weight`, read without allocating: the solver
+            // replays a placement many times per model.
+            let (index, name) = t
                 .name
-                .strip_prefix(&prefix)
-                .and_then(|n| n.strip_suffix(".weight"))?;
-            let role = Role::ALL
-                .into_iter()
-                .find(|r| r.name() == name)
-                .filter(|&r| has(r))?;
+                .strip_prefix("blk.")
+                .and_then(|n| n.split_once('.'))
+                .and_then(|(index, rest)| Some((index, rest.strip_suffix(".weight")?)))?;
+            if index.parse::<usize>().ok()? != il {
+                return None;
+            }
+            let role = Role::from_name(name).filter(|&r| has(r))?;
             if role == Role::FfnGateExps {
                 width = t.dims.get(1).copied().unwrap_or(0);
             }
