@@ -201,11 +201,31 @@ pub fn kv_bytes_layer(p: &ModelProfile, ctx: &Context, il: usize) -> u64 {
         return state;
     }
     let per_cell = kv_bytes_per_cell(p, ctx, il);
-    let cells = match &p.swa {
-        Some(swa) if kind.is_windowed() => ctx.swa_cells(swa.window),
+    sum([
+        product([per_cell, cache_cells(p, ctx, il), u64::from(ctx.n_seq)]),
+        state,
+    ])
+}
+
+/// Cells of layer `il`'s cache per sequence: the window's for a sliding or
+/// chunked layer, the context's otherwise.
+fn cache_cells(p: &ModelProfile, ctx: &Context, il: usize) -> u64 {
+    match &p.swa {
+        Some(swa) if p.layer_kind(il).is_windowed() => ctx.swa_cells(swa.window),
         _ => u64::from(ctx.n_ctx_seq),
-    };
-    sum([product([per_cell, cells, u64::from(ctx.n_seq)]), state])
+    }
+}
+
+/// The widest V row (KV heads × V head size) among the attention layers of
+/// one cache (`swa`: the sliding-window one); Gemma 4's sliding and full
+/// layers differ in both.
+fn widest_v_row(p: &ModelProfile, swa: bool) -> u64 {
+    let head = u64::from(if swa { p.head_dim_v_swa } else { p.head_dim_v });
+    (0..p.n_head_kv.len())
+        .filter(|&il| p.is_attention_layer(il) && p.is_swa_layer(il) == swa)
+        .map(|il| u64::from(p.n_head_kv[il]).saturating_mul(head))
+        .max()
+        .unwrap_or(0)
 }
 
 /// Recurrent state of one layer for all sequences (`llama-memory-recurrent.cpp`):
@@ -624,16 +644,9 @@ fn compute_parts(p: &ModelProfile, ctx: &Context) -> Compute {
     }
     // The V cache's row indices; without flash attention V is stored
     // transposed and indexed per element, as wide as the cache's widest V
-    // row (Gemma 4's sliding and full layers differ in head size and KV
-    // heads). A sliding-window model has two caches, each with its own
+    // row. A sliding-window model has two caches, each with its own
     // indices.
-    let v_row = |swa: bool| {
-        let head = if swa { p.head_dim_v_swa } else { p.head_dim_v };
-        (0..p.n_head_kv.len())
-            .filter(|&il| p.is_attention_layer(il) && p.is_swa_layer(il) == swa)
-            .map(|il| f(u64::from(p.n_head_kv[il])) * f(u64::from(head)))
-            .fold(0.0, f64::max)
-    };
+    let v_row = |swa: bool| f(widest_v_row(p, swa));
     let caches: &[bool] = if p.swa.is_some() {
         &[false, true]
     } else {
@@ -1355,33 +1368,30 @@ fn compute_buffers(p: &ModelProfile, ctx: &Context, lay: &Layout) -> ComputeBuff
             }
             // An RPC worker whose layers follow another worker's is
             // replayed too, where its graph was read.
-            let first_layer = lay.cpu_layers as usize
-                + lay
-                    .layers_gpu
-                    .iter()
-                    .take(g)
-                    .map(|&n| n as usize)
-                    .sum::<usize>();
-            let after_a_worker = (0..g)
-                .rev()
-                .find(|&d| lay.layers_gpu.get(d).copied().unwrap_or(0) > 0)
-                .is_some_and(|d| lay.backend.get(d) == Some(&Backend::Rpc));
+            let after_a_worker = || {
+                (0..g)
+                    .rev()
+                    .find(|&d| lay.layers_gpu.get(d).copied().unwrap_or(0) > 0)
+                    .is_some_and(|d| lay.backend.get(d) == Some(&Backend::Rpc))
+            };
             if lay.backend.get(g) == Some(&Backend::Rpc)
                 && layers > 0
-                && after_a_worker
                 && !lay.experts_on_cpu
                 && lay.out_layer != Some(g)
                 && out_dev != Some(g)
-                && let Some(b) = galloc::rpc_follower_buffer(
-                    p,
-                    ctx,
-                    first_layer..first_layer + layers as usize,
-                    copies,
-                    max_tensor,
-                    RPC_ALIGN,
-                )
+                && after_a_worker()
             {
-                return b;
+                let first = lay.cpu_layers as usize
+                    + lay.layers_gpu[..g]
+                        .iter()
+                        .map(|&n| n as usize)
+                        .sum::<usize>();
+                let own = first..first + layers as usize;
+                if let Some(b) =
+                    galloc::rpc_follower_buffer(p, ctx, own, copies, max_tensor, RPC_ALIGN)
+                {
+                    return b;
+                }
             }
             // The masks go where the softmax runs: to the CPU, with the
             // KQ matrix a device refuses.
@@ -1397,7 +1407,6 @@ fn compute_buffers(p: &ModelProfile, ctx: &Context, lay: &Layout) -> ComputeBuff
                 0
             };
             let offload = if offloads_ops {
-                let vulkan = lay.backend.get(g) == Some(&Backend::Vulkan);
                 // The graphs whose allocations were read from llama.cpp are
                 // replayed through its allocator; others keep the stage rule.
                 let (align, chunk) = if vulkan {

@@ -36,7 +36,7 @@
 //! which no case shows); any other architecture, or a layer with tensors
 //! the sequence does not know, falls back to the stage rule ([`None`]).
 
-use super::{Context, kv_rows};
+use super::{Context, cache_cells, kv_rows, widest_v_row};
 use crate::profile::ModelProfile;
 
 /// ggml-alloc's dynamic allocator: chunks of at most `max_chunk` bytes, each
@@ -317,6 +317,28 @@ impl Sim {
         }
     }
 
+    /// The gate and up products of the normed FFN input (`FfnIn`, freed
+    /// after them) and their activation, `rows` bytes each: a dense FFN's or
+    /// the chosen experts'.
+    fn gate_up(&mut self, gate: u64, up: u64, rows: u64) {
+        self.proj(R::Gate, gate, rows);
+        self.proj(R::Up, up, rows);
+        self.f(R::FfnIn);
+        self.a(R::Act, rows);
+        self.f(R::Gate);
+        self.f(R::Up);
+    }
+
+    /// The chosen experts' outputs (`Down`), weighted in place and summed
+    /// into one residual-wide row per token (`e4` bytes), which takes the
+    /// name `Down`.
+    fn expert_sum(&mut self, e4: u64) {
+        self.f(R::RouterWNorm);
+        self.a(R::ExpertSum, e4);
+        self.f(R::Down);
+        self.i(R::Down, R::ExpertSum);
+    }
+
     /// The router of routed experts: logits (a product with `weight`),
     /// softmax (in place on the CPU backend), top-k and the weights of the
     /// chosen experts, normalised.
@@ -466,13 +488,14 @@ pub(super) fn op_offload_buffer(
 /// first `cpu_layers` (and the big-batch products of those, op offload), the
 /// output layer too when `output`: its own layers replayed after the CPU
 /// layers' products, in one buffer, since ggml-alloc packs them together (on
-/// lavapipe, Qwen3-30B-A3B with half its layers there: its own layers' KQ
-/// matrices land above the holes the CPU layers' copies left, 66.0 MiB
-/// where either part alone needs 56). Read from llama.cpp's graphs on
-/// lavapipe (Vulkan reorders a layer's nodes, `graph_optimize`: Q, K and V
-/// products together); `None` as for [`op_offload_buffer`], and for a
-/// stacked-expert product the device takes beside a down projection it
-/// takes (not read).
+/// lavapipe, Qwen3-30B-A3B Q8_0 with half its layers there and no flash
+/// attention: its own layers' KQ matrices land above the holes the CPU
+/// layers' copies left, 66.0 MiB where the CPU layers' part alone replays to
+/// 56.0). Read from llama.cpp's graphs on lavapipe (Vulkan reorders a
+/// layer's nodes, `graph_optimize`: Q, K and V products together); `None`
+/// as for [`op_offload_buffer`], and for an own layer whose stacked gate
+/// and up experts the device refuses but whose down projection it takes
+/// (not read).
 pub(super) fn device_buffer(
     p: &ModelProfile,
     ctx: &Context,
@@ -682,20 +705,14 @@ pub(super) fn rpc_follower_buffer(
         s.i(R::FfnIn, R::Norm);
         let act = f4(ff_exp.saturating_mul(used).saturating_mul(t));
         let chosen = f4(used.saturating_mul(t));
+        // The worker holds its weights: no copies, whatever the sizes.
         s.router(0, f4(n_exp.saturating_mul(t)), chosen, f4(t), true);
-        s.a(R::Gate, act);
-        s.a(R::Up, act);
-        s.f(R::FfnIn);
-        s.a(R::Act, act);
-        s.f(R::Gate);
-        s.f(R::Up);
+        s.gate_up(0, 0, act);
         s.a(R::Down, f4(e.saturating_mul(used).saturating_mul(t)));
         s.f(R::Act);
         s.f(R::Argsort);
-        s.f(R::RouterWNorm);
-        s.a(R::ExpertSum, e4(t));
-        s.f(R::Down);
-        s.i(R::Residual, R::ExpertSum);
+        s.expert_sum(e4(t));
+        s.i(R::Residual, R::Down);
         s.f(R::Sa);
     }
     if !holds_last {
@@ -734,9 +751,9 @@ fn replay(
     let n_layer = p.n_layer as usize;
     let cpu = cpu_layers as usize;
     let whole = cpu == n_layer;
-    // The device runs the last layer's attention or products.
-    let to_the_end = whole || matches!(own, Own::Rest { .. });
     let runs_rest = matches!(own, Own::Rest { .. });
+    // The device runs the last layer's attention or products.
+    let to_the_end = whole || runs_rest;
     // The last layer whose products or attention the device runs, where
     // the positions and the masks see their last use (none when the device
     // runs later layers this replay leaves out).
@@ -756,10 +773,7 @@ fn replay(
     let n_out = u64::from(ctx.n_outputs.max(1)).min(n_tok);
     let e4 = |t: u64| f4(e.saturating_mul(t));
     let swa = |il: usize| family == Family::Gemma3 && p.is_swa_layer(il);
-    let cells = |il: usize| match &p.swa {
-        Some(w) if p.is_swa_layer(il) => ctx.swa_cells(w.window),
-        _ => u64::from(ctx.n_ctx_seq),
-    };
+    let cells = |il: usize| cache_cells(p, ctx, il);
     let heads = |il: usize| u64::from(p.n_head.get(il).copied().unwrap_or(0));
     let kq_of = |il: usize| f4(cells(il).saturating_mul(n_tok).saturating_mul(heads(il)));
     // The CPU computes a layer's attention whose KQ matrix the device
@@ -782,20 +796,21 @@ fn replay(
     // Without flash attention V is stored transposed: one index per
     // element of the cache's widest V row.
     let v_idx_bytes = |il: usize| {
-        let row = (0..n_layer)
-            .filter(|&l| swa(l) == swa(il))
-            .map(|l| u64::from(p.n_head_kv.get(l).copied().unwrap_or(0)).saturating_mul(dv))
-            .max()
-            .unwrap_or(0);
-        let per_token = if ctx.flash_attn { 1 } else { row };
+        let per_token = if ctx.flash_attn {
+            1
+        } else {
+            widest_v_row(p, swa(il))
+        };
         n_tok.saturating_mul(per_token).saturating_mul(8)
     };
-    // The last layer whose attention the device runs with this mask: the
-    // CPU layers' (op offload) or its own.
-    let mask_last = |m: R| {
-        last_seen.and_then(|end| (0..=end).rev().find(|&il| mask_of(il) == m && !refused(il)))
-    };
-    let idx_last = |il: usize| (il..n_layer).all(|l| l == il || swa(l) != swa(il));
+    // Per cache (full, sliding): its first layer, its last, and the last
+    // whose attention the device runs (the CPU layers' products or its
+    // own), where its mask sees its last use.
+    let first_of = [false, true].map(|w| (0..n_layer).find(|&il| swa(il) == w));
+    let last_of = [false, true].map(|w| (0..n_layer).rev().find(|&il| swa(il) == w));
+    let mask_last_of = [false, true].map(|w| {
+        last_seen.and_then(|end| (0..=end).rev().find(|&il| swa(il) == w && !refused(il)))
+    });
     // The experts' output comes back from the CPU (a split starts there).
     let experts_return = |il: usize| {
         p.experts.is_some()
@@ -893,9 +908,10 @@ fn replay(
         let kq = kq_of(il);
         let mask = mask_of(il);
         let (k_idx, v_idx) = idx_of(il);
-        let idx_done = own_layer && idx_last(il);
+        let cache = usize::from(swa(il));
+        let idx_done = own_layer && last_of[cache] == Some(il);
         let unmask = |s: &mut Sim| {
-            if mask_last(mask) == Some(il) {
+            if mask_last_of[cache] == Some(il) {
                 s.unpin(mask);
             }
         };
@@ -1078,7 +1094,7 @@ fn replay(
                 s.a(R::Att, att4);
                 s.f(R::KqvCopy);
             } else {
-                let first_mask = (0..n_layer).find(|&l| mask_of(l) == mask) == Some(il);
+                let first_mask = first_of[cache] == Some(il);
                 s.a(R::CacheK, cache_k);
                 if ctx.flash_attn {
                     s.a(R::CacheV, cache_v);
@@ -1173,12 +1189,7 @@ fn replay(
             let passed_on = own == Own::None && il + 1 == cpu && down_w > max_tensor;
             let gate_up = gate <= max_tensor && up <= max_tensor;
             if gate_up {
-                s.proj(R::Gate, gate, act);
-                s.proj(R::Up, up, act);
-                s.f(R::FfnIn);
-                s.a(R::Act, act);
-                s.f(R::Gate);
-                s.f(R::Up);
+                s.gate_up(gate, up, act);
             } else {
                 s.f(R::FfnIn);
             }
@@ -1223,18 +1234,10 @@ fn replay(
                     next(&mut s);
                 }
             }
-            s.f(R::RouterWNorm);
-            s.a(R::ExpertSum, e4(t));
-            s.f(R::Down);
-            s.i(R::Down, R::ExpertSum);
+            s.expert_sum(e4(t));
         } else {
             let ff = f4(u64::from(p.n_ff).saturating_mul(t));
-            s.proj(R::Gate, wt(il, Role::FfnGate), ff);
-            s.proj(R::Up, wt(il, Role::FfnUp), ff);
-            s.f(R::FfnIn);
-            s.a(R::Act, ff);
-            s.f(R::Gate);
-            s.f(R::Up);
+            s.gate_up(wt(il, Role::FfnGate), wt(il, Role::FfnUp), ff);
             s.w(wt(il, Role::FfnDown));
             if family != Family::Gemma3 && !own_layer {
                 next(&mut s);
