@@ -123,14 +123,19 @@ fn machine(hw: &HardwareSnapshot, build: Build) -> Machine {
     let threads = hw.cpu.physical_cores.max(1);
     // An RPC worker computes as a CPU does (the worker program runs
     // llama.cpp's CPU backend unless it was built with a GPU one): assumed
-    // like this machine's CPU, as its bandwidth is, at the per-layer cost
-    // of a machine not measured.
+    // like this machine's CPU, as its bandwidth is, at the fixed costs of
+    // a machine not measured.
     let thr = sources
         .iter()
         .zip(&gpus)
         .map(|(&(bandwidth, _, fp16), g)| {
             if g.kind == DeviceKind::Rpc {
-                speed::cpu_throughput(bandwidth, threads, &hw.cpu.features, speed::CPU_PER_LAYER_S)
+                speed::cpu_throughput(
+                    bandwidth,
+                    threads,
+                    &hw.cpu.features,
+                    (speed::CPU_PER_LAYER_S, speed::CPU_VOCAB_S),
+                )
             } else if let Some(measured) = g.llama.as_ref().and_then(|l| l.speed) {
                 speed::measured_throughput(&measured)
             } else {
@@ -148,12 +153,15 @@ fn machine(hw: &HardwareSnapshot, build: Build) -> Machine {
             runtime_bytes: ram.runtime_bytes.unwrap_or(0),
             runtime_virtual_bytes: ram.runtime_virtual_bytes.unwrap_or(0),
         },
-        cpu: speed::cpu_throughput(
-            ram.bandwidth_bytes_per_s,
-            threads,
-            &hw.cpu.features,
-            speed::cpu_per_layer_s(hw).0,
-        ),
+        cpu: {
+            let (per_layer_s, per_vocab_s, _) = speed::cpu_fixed_costs(hw);
+            speed::cpu_throughput(
+                ram.bandwidth_bytes_per_s,
+                threads,
+                &hw.cpu.features,
+                (per_layer_s, per_vocab_s),
+            )
+        },
         calibration: speed::calibration_of(hw),
         gpus: if gpu_usable { thr } else { Vec::new() },
         gpu_sources: if gpu_usable { sources } else { Vec::new() },

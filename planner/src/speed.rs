@@ -20,8 +20,10 @@ use crate::hw::{BandwidthSource, HardwareSnapshot, Host};
 /// records it with each run, and only runs estimated by this version
 /// calibrate later estimates: a ratio to an older model's estimate says
 /// nothing about this one's. (4: the CPU's per-layer cost follows this
-/// machine's measured barrier time; 5: 17.5 ns per vocabulary entry, was 5.)
-pub const SPEED_MODEL_VERSION: u32 = 5;
+/// machine's measured barrier time; 5: 17.5 ns per vocabulary entry, was 5;
+/// 6: the CPU's per-layer and per-vocabulary costs follow the RAM
+/// bandwidth, no barrier time.)
+pub const SPEED_MODEL_VERSION: u32 = 6;
 
 /// Calibration factors are clamped to this range: a run that measured more
 /// than 4× off its estimate is a machine that was busy, asleep or
@@ -93,40 +95,72 @@ impl Throughput {
 /// its 2.5 GB per token at 11–12 GB/s where the stream reads 13–14 GB/s
 /// (0.8–0.9; the larger models, whose time is almost all reading, set it).
 pub const CPU_BANDWIDTH_EFFICIENCY: f64 = 0.8;
-/// Per-layer fixed cost of a CPU decode step (about thirty graph nodes, each
-/// ending in a thread barrier) on a machine whose barrier was not measured:
-/// the default for every machine but this one (a profile's, a named part's,
-/// the typical desktop's), and for this one when the probe could not time
-/// its barrier ([`cpu_per_layer_s`]). Measured at 2 threads: what the small models (30
-/// layers of SmolLM2-135M, 18 of Gemma-3-270M) take beyond their bytes on
-/// the same VM, 0.1–0.2 ms. It was 0.25 ms, fitted while other builds kept
-/// the cores busy (a spinning barrier that loses its core costs a time slice),
-/// then 0.15 ms; 0.12 ms centres the first-run estimates of both demo models
-/// over the VM's slow and fast spells (SmolLM2-135M decoded at 60–99 tok/s
-/// from one hour to the next, with the stream bandwidth at 14–18 GB/s). In a
-/// faster spell still (100–138 tok/s, 21–27 GB/s) the cost fell further and
-/// SmolLM2's estimate was up to 32% low: it is a property of the moment,
-/// not of the CPU.
+/// A CPU decode step's fixed cost per layer, as the bytes the CPU would
+/// read in the same time at the RAM's measured stream bandwidth
+/// ([`cpu_per_layer_s`]): about thirty graph nodes per layer, each ending at
+/// a spinning thread barrier, and matrix-vector products too small to reach
+/// the bandwidth (at 2 threads on the test VM, ggml's Q4_1 and Q5_0 kernels
+/// read a 640-wide matrix at 14–16 GB/s where the stream reads 31).
+///
+/// Why a figure in bytes: on the shared 2-core test VM the demo models'
+/// decode speed moves with the VM's spell (SmolLM2-135M at 60–99 tok/s
+/// with the stream at 14–18 GB/s, 115–146 tok/s with it at 28–35), and
+/// these costs move with it. The per-layer cost was a constant (0.12 ms),
+/// then 1000 rounds of a spinning barrier the probe timed; both put the
+/// demo models' first-run estimates 20–30% low in the fast spells (the
+/// landing CI's check failed at −30%, 2026-12-05): a bare barrier's time
+/// does not follow what a decode's nodes cost, and it varied ±30% between
+/// probes where the decode did not.
+///
+/// Fitted with [`CPU_VOCAB_COST_BYTES`] by least squares to 42 runs on
+/// that VM, 2026-12-05 06:50–07:10 UTC, 21 of each demo model
+/// (SmolLM2-135M-Instruct Q4_1: 30 layers, 49,152 entries, 120.2 MB read
+/// per token; Gemma-3-270M Q4_K_M: 18 layers, 262,144 entries, 250.2 MB),
+/// each `headroom run MODEL --json -p "Explain how a fridge works." -n 32
+/// --ignore-eos --temp 0` on a fresh cache (the bandwidth measured anew,
+/// 23.5–42.3 GB/s), with the weights read at [`CPU_BANDWIDTH_EFFICIENCY`]:
+/// 2.54 MB and 286 bytes, used rounded. Against those runs the estimate's
+/// median error is −2% for SmolLM2 (−18% to +54%, the +54% a bandwidth
+/// probe that read 42 GB/s) and −1% for Gemma (−13% to +14%), where the
+/// barrier-based model's was −21% (−53% to −5%) and −19% (−26% to −8%).
+/// 2.5 MB is 0.08 ms at 31 GB/s and 0.16 ms at 16, where the older
+/// constants were fitted. Measured on these two small models only: in a
+/// large model the layers' bytes dwarf it. Only this machine's measured
+/// bandwidth prices it ([`cpu_fixed_costs`]): whether the costs follow the
+/// bandwidth from one machine to another (more cores wait at each barrier)
+/// was not measured, so another machine keeps [`CPU_PER_LAYER_S`].
+pub const CPU_LAYER_COST_BYTES: f64 = 2.5e6;
+/// The CPU's cost per vocabulary entry per generated token, as bytes of
+/// reading at the RAM's stream bandwidth ([`cpu_per_vocab_s`]): the output
+/// product's rows, the logits row written and read back, the sampler's
+/// scan. Fitted with [`CPU_LAYER_COST_BYTES`] (286 bytes, used rounded):
+/// 9 ns per entry at 31 GB/s. It was 17.5 ns ([`CPU_VOCAB_S`]), fitted in
+/// a slow spell with a per-layer cost that did not follow the spell.
+pub const CPU_VOCAB_COST_BYTES: f64 = 280.0;
+/// The per-layer cost of a CPU decode step on a machine whose bandwidth was
+/// not measured here (a profile's, a named part's, the typical desktop's,
+/// an RPC worker's): 0.12 ms, what the demo models took beyond their bytes
+/// at 2 threads on the test VM in its slow spells (stream 14–18 GB/s,
+/// where [`CPU_LAYER_COST_BYTES`] gives 0.14–0.18 ms). It errs slow on a
+/// faster machine; a run there calibrates it.
 pub const CPU_PER_LAYER_S: f64 = 0.12e-3;
-/// CPU time per vocabulary entry per generated token beyond the bytes read
-/// and the layers: the sampler builds and scans a candidate array over the
-/// whole vocabulary, and the logits row is written and read back. It was
-/// 5 ns (about 1.3 ms per token for Gemma 3's 262k entries); the real demo
-/// models then showed the rest. 18 soak runs of
-/// `calibration::soak::without_history…` (9 per model, `run -n 32 --temp 0
-/// --ignore-eos`, each on a fresh cache, other processes under 0.3 cores)
-/// on the 2-core test VM, 2026-12-03 10:41–10:45 UTC, at 5 ns: Gemma-3-270M
-/// (262,144 entries) took a median 2.9 ms per token more than estimated
-/// (2.4–5.9), SmolLM2-135M (49,152) 0.2 ms more (−1.6–+2.4), while the
-/// stream bandwidth read 22–39 GB/s; the 2.7 ms between them over the
-/// 212,992 entries between them is 12.7 ns more per entry. Recomputed with
-/// 17.5 ns, the same runs
-/// give the three batches' median errors of +2%, −5%, −3% (Gemma) and −12%, −4%,
-/// −2% (SmolLM2), where they were +27%, +16%, +25% and −7%, +2%, +5%.
-/// Synthetic files of the same shapes (no tokenizer) do not show the cost
-/// ([`BARRIERS_PER_LAYER`]'s fit), so it is a property of real decoding,
-/// measured on these two models only.
-pub const SAMPLING_S_PER_VOCAB: f64 = 17.5e-9;
+/// The cost per vocabulary entry per token on a machine whose bandwidth
+/// was not measured here: 17.5 ns, from 18 soak runs of the demo models on
+/// the test VM, 2026-12-03 (stream 22–39 GB/s), fitted beside a per-layer
+/// cost that then followed a timed thread barrier (speed model 5).
+pub const CPU_VOCAB_S: f64 = 17.5e-9;
+
+/// Where the CPU's fixed costs (per layer, per vocabulary entry) came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PerLayerSource {
+    /// From this machine's measured RAM bandwidth
+    /// ([`CPU_LAYER_COST_BYTES`], [`CPU_VOCAB_COST_BYTES`]).
+    Measured,
+    /// [`CPU_PER_LAYER_S`] and [`CPU_VOCAB_S`]: another machine, or this
+    /// one's bandwidth not measured.
+    Default,
+}
 /// Per-layer fixed cost on a GPU (kernel launches, mostly hidden by CUDA graphs).
 pub const GPU_PER_LAYER_S: f64 = 0.02e-3;
 /// Fraction of a GPU's peak bandwidth llama.cpp's CUDA decode reaches.
@@ -153,64 +187,22 @@ pub const GPU_FLOPS_PER_BYTE: f64 = 60.0;
 /// Apple GPUs alike.
 pub const GPU_FP16_EFFICIENCY: f64 = 0.5;
 
-/// The CPU's per-layer decode cost is the barrier time the probe measured
-/// ([`crate::hw::barrier`]: one round of a spinning barrier with a little
-/// work, at the planner's thread count) times this. It is not a count of
-/// barriers: a layer's ~30 graph nodes each cost far more than the probe's
-/// bare round (thread wake-ups, small ops, activations moving between
-/// cores), and this scale carries all of it, fitted on one machine.
-///
-/// Fitted on the 2-core AMD EPYC (Zen 3) test VM at 2 threads, with
-/// SmolLM2-135M- and Gemma-3-270M-shaped Q4_K_M files (`cargo run --release
-/// --example write_synth -- smollm2-135m Q4_K_M /tmp/smol.gguf`, and
-/// `gemma3-270m`; the demo models' shapes, as the demo files could not be
-/// fetched there), `headroom run FILE -p "Explain how a fridge works." -n
-/// 64 --temp 0 --ignore-eos --json`, each run on a fresh cache (bandwidth
-/// and barrier probed anew) and a fresh data directory, keeping the runs
-/// other processes did not disturb (`other_cpu_cores` ≤ 0.04):
-///
-/// | file | measured tok/s | probe: stream GB/s, barrier µs |
-/// |---|---|---|
-/// | smollm2-135m | 100.3, 112.9, 112.9, 85.2 | 27.1 0.118, 22.9 0.121, 25.7 0.069, 22.5 0.157 |
-/// | gemma3-270m | 68.5, 72.7, 76.5, 64.9 | 34.0 0.445, 33.8 0.114, 22.0 0.125, 22.8 0.065 |
-///
-/// The two models' median times per token (9.38 and 14.16 ms; less 5 ns
-/// per vocabulary entry: 9.13 and 12.85) are two equations in the effective
-/// bandwidth and the per-layer cost (127.3 and 250.2 MB read per token, 30
-/// and 18 layers): 23.6 GB/s and 0.125 ms per layer. Over the probes' median
-/// barrier, 0.12 µs, that is 1043 rounds per layer: 1000 is used, which on
-/// this VM gives the 0.12 ms of [`CPU_PER_LAYER_S`] back at a typical
-/// barrier, and follows the barrier where it is faster or slower (a quiet
-/// probe read 0.065–0.157 µs here; one taken while a build ran, 3.5 ms, a
-/// time slice: so none is taken on a busy machine, and
-/// [`CPU_PER_LAYER_RANGE_S`] bounds whatever is).
-pub const BARRIERS_PER_LAYER: f64 = 1000.0;
-/// The per-layer cost a measured barrier time may give, seconds: outside
-/// this the measurement is broken (or the machine was asleep), and the range
-/// is used.
-pub const CPU_PER_LAYER_RANGE_S: (f64, f64) = (0.01e-3, 2.0e-3);
-
-/// Where the CPU's per-layer cost came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PerLayerSource {
-    /// From this machine's barrier time, measured by the probe.
-    Measured,
-    /// [`CPU_PER_LAYER_S`]: another machine, or not measured.
-    Default,
-}
-
-/// The CPU's per-layer decode cost for `hw` and where it came from: from
-/// the barrier time measured here ([`BARRIERS_PER_LAYER`] rounds) when the
-/// CPU is this machine's, else [`CPU_PER_LAYER_S`].
+/// The CPU's fixed costs per decoded token for `hw`: seconds per layer,
+/// seconds per vocabulary entry, and where they came from. On this
+/// machine with its bandwidth measured, [`CPU_LAYER_COST_BYTES`] and
+/// [`CPU_VOCAB_COST_BYTES`] of reading at that bandwidth; else
+/// [`CPU_PER_LAYER_S`] and [`CPU_VOCAB_S`].
 #[must_use]
-pub fn cpu_per_layer_s(hw: &HardwareSnapshot) -> (f64, PerLayerSource) {
-    match hw.ram.cpu_barrier_s {
-        Some(b) if hw.host == Host::ThisMachine && b.is_finite() && b > 0.0 => (
-            (b * BARRIERS_PER_LAYER).clamp(CPU_PER_LAYER_RANGE_S.0, CPU_PER_LAYER_RANGE_S.1),
+pub fn cpu_fixed_costs(hw: &HardwareSnapshot) -> (f64, f64, PerLayerSource) {
+    let b = hw.ram.bandwidth_bytes_per_s;
+    if hw.host == Host::ThisMachine && hw.ram.bandwidth_measured && b.is_finite() && b >= 1e6 {
+        (
+            CPU_LAYER_COST_BYTES / b,
+            CPU_VOCAB_COST_BYTES / b,
             PerLayerSource::Measured,
-        ),
-        _ => (CPU_PER_LAYER_S, PerLayerSource::Default),
+        )
+    } else {
+        (CPU_PER_LAYER_S, CPU_VOCAB_S, PerLayerSource::Default)
     }
 }
 
@@ -223,14 +215,15 @@ pub fn calibration_of(hw: &HardwareSnapshot) -> Option<SpeedCalibration> {
         .filter(|c| c.runs > 0 && hw.host == Host::ThisMachine)
 }
 
-/// The CPU's throughput from its bandwidth, cores, features and per-layer
-/// cost ([`cpu_per_layer_s`], or [`CPU_PER_LAYER_S`]).
+/// The CPU's throughput from its RAM's stream bandwidth, its cores and
+/// features, and its fixed costs per layer and per vocabulary entry
+/// ([`cpu_fixed_costs`]).
 #[must_use]
 pub fn cpu_throughput(
     bandwidth: f64,
     threads: u32,
     features: &[String],
-    per_layer_s: f64,
+    (per_layer_s, per_vocab_s): (f64, f64),
 ) -> Throughput {
     let fast = features
         .iter()
@@ -244,7 +237,7 @@ pub fn cpu_throughput(
         bandwidth: bandwidth * CPU_BANDWIDTH_EFFICIENCY,
         flops: per_core * f64::from(threads.max(1)),
         per_layer_s,
-        per_vocab_s: SAMPLING_S_PER_VOCAB,
+        per_vocab_s,
     }
 }
 
@@ -355,9 +348,14 @@ pub struct RamBasis {
     pub host: Host,
     /// CPU threads the estimate assumes (the host's physical cores).
     pub threads: u32,
-    /// The CPU's per-layer cost per token, seconds, before calibration.
+    /// The CPU's fixed cost per layer per token, seconds, before
+    /// calibration ([`cpu_fixed_costs`]).
     pub per_layer_s: f64,
-    /// Where that figure came from.
+    /// The CPU's cost per vocabulary entry per token, seconds, before
+    /// calibration.
+    pub per_vocab_s: f64,
+    /// Where those two came from: this machine's measured bandwidth, or the
+    /// defaults.
     pub per_layer_source: PerLayerSource,
     /// Runs of this machine the estimate was calibrated from, when it was.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -380,13 +378,14 @@ impl RamBasis {
     /// calibration `cal` (see [`calibration_of`]).
     #[must_use]
     pub fn of(hw: &HardwareSnapshot, cal: Option<SpeedCalibration>, bytes_per_token: u64) -> Self {
-        let (per_layer_s, per_layer_source) = cpu_per_layer_s(hw);
+        let (per_layer_s, per_vocab_s, per_layer_source) = cpu_fixed_costs(hw);
         RamBasis {
             bandwidth_bytes_per_s: hw.ram.bandwidth_bytes_per_s,
             source: RamBandwidthSource::of(hw, cal.is_some()),
             host: hw.host,
             threads: hw.cpu.physical_cores.max(1),
             per_layer_s,
+            per_vocab_s,
             per_layer_source,
             calibration_runs: cal.map(|c| c.runs),
             calibration_decode_factor: cal.map(|c| SpeedCalibration::clamp(c.decode_factor)),
@@ -631,32 +630,36 @@ mod tests {
     }
 
     #[test]
-    fn the_per_layer_cost_is_this_machines_measured_barrier_or_the_default() {
+    fn the_fixed_costs_follow_this_machines_measured_bandwidth_or_are_the_defaults() {
         let mut hw = crate::hw::parse_profile("", std::path::Path::new("p")).expect("default");
-        hw.ram.cpu_barrier_s = Some(2e-6);
-        // A profile's machine: the default, whatever was put in it.
-        assert_eq!(
-            cpu_per_layer_s(&hw),
-            (CPU_PER_LAYER_S, PerLayerSource::Default)
-        );
+        hw.ram.bandwidth_bytes_per_s = 25e9;
+        hw.ram.bandwidth_measured = true;
+        let defaults = (CPU_PER_LAYER_S, CPU_VOCAB_S, PerLayerSource::Default);
+        // A profile's machine: the defaults, whatever its bandwidth.
+        assert_eq!(cpu_fixed_costs(&hw), defaults);
         hw.host = Host::ThisMachine;
-        assert_eq!(
-            cpu_per_layer_s(&hw),
-            (2e-6 * BARRIERS_PER_LAYER, PerLayerSource::Measured)
-        );
-        // A broken measurement stays in range.
-        hw.ram.cpu_barrier_s = Some(1.0);
-        assert_eq!(cpu_per_layer_s(&hw).0, CPU_PER_LAYER_RANGE_S.1);
-        hw.ram.cpu_barrier_s = None;
-        assert_eq!(
-            cpu_per_layer_s(&hw),
-            (CPU_PER_LAYER_S, PerLayerSource::Default)
-        );
+        // 2.5 MB and 280 bytes of reading at 25 GB/s.
+        let (layer, vocab, source) = cpu_fixed_costs(&hw);
+        assert_eq!(source, PerLayerSource::Measured);
+        assert!((layer - 0.1e-3).abs() < 1e-12, "{layer}");
+        assert!((vocab - 11.2e-9).abs() < 1e-15, "{vocab}");
         let b = RamBasis::of(&hw, None, 7);
         assert_eq!(
             (b.host, b.threads, b.bytes_per_token),
             (Host::ThisMachine, 8, 7)
         );
-        assert_eq!(b.source, RamBandwidthSource::Default);
+        assert_eq!(
+            (b.per_layer_s, b.per_vocab_s, b.per_layer_source),
+            (layer, vocab, source)
+        );
+        // Twice the bandwidth, half the cost.
+        hw.ram.bandwidth_bytes_per_s = 50e9;
+        assert_eq!(cpu_fixed_costs(&hw).0, layer / 2.0);
+        // Not measured, or broken: the defaults.
+        for (bw, measured) in [(25e9, false), (f64::NAN, true), (0.0, true)] {
+            hw.ram.bandwidth_bytes_per_s = bw;
+            hw.ram.bandwidth_measured = measured;
+            assert_eq!(cpu_fixed_costs(&hw), defaults, "{bw} {measured}");
+        }
     }
 }

@@ -71,7 +71,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
 ///
 /// Whose CPU and RAM bandwidth the plan prices ([`phw::Host`]): this
 /// machine's when probed, `--ram`/`--vram` only resizing its memory (its
-/// measured bandwidth, barrier time and calibration hold); the profile's
+/// measured bandwidth and calibration hold); the profile's
 /// with `--hw`; a named unified part's, or a typical desktop's for named
 /// discrete cards, with `--gpu` (`phw::apply_named_gpus`). Only this
 /// machine's plans are calibrated by its runs, and only its runs are

@@ -78,7 +78,7 @@ fn ram_source(r: &RamBasis) -> String {
     }
 }
 
-/// The CPU the estimate prices: "2 cores, 0.11 ms/layer (measured)".
+/// The CPU the estimate prices: "2 cores, 0.08 ms/layer (measured)".
 fn cpu_phrase(r: &RamBasis) -> String {
     format!(
         "{} core{}, {:.2} ms/layer ({})",
@@ -178,6 +178,7 @@ mod tests {
                 host: headroom_planner::hw::Host::ThisMachine,
                 threads: 2,
                 per_layer_s: 0.11e-3,
+                per_vocab_s: 13e-9,
                 per_layer_source: PerLayerSource::Measured,
                 calibration_runs: None,
                 calibration_decode_factor: None,

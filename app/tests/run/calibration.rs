@@ -200,7 +200,7 @@ mod soak {
                 assert_eq!(
                     str_at(&r, "/planned/speed_basis/ram/per_layer_source"),
                     "measured",
-                    "the probe times this machine's barrier"
+                    "the fixed costs follow the bandwidth measured now"
                 );
                 let est = f64_at(&r, "/planned/decode_tokens_per_s");
                 let measured = f64_at(&r, "/decode_tokens_per_s");

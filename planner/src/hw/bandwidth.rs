@@ -1,17 +1,17 @@
 //! RAM read bandwidth: token generation on the CPU streams every weight once
 //! per token, so bandwidth, not FLOPs, sets the speed. Datasheets do not
 //! know how many channels are populated, so we measure (0.45 s on the test VM) and
-//! cache the result per CPU model in `ram-bandwidth-v4.json`, beside the
-//! thread barrier's time per round ([`super::barrier`], per CPU model and
-//! thread count), which the CPU's per-layer cost follows from.
+//! cache the result per CPU model in `ram-bandwidth-v4.json`. The CPU's
+//! per-layer and per-vocabulary costs follow from it too
+//! ([`crate::speed::cpu_throughput`]).
 //!
 //! A figure measured while other processes kept the cores busy is low (on a
 //! 2-core VM with a build running, 10 GB/s where a quiet pass reads 13–14):
 //! the cache marks it, and a later probe on a quiet machine measures again
-//! and keeps the larger figure; a barrier time is only measured on a quiet
-//! machine. (Version 1 of the cache, which kept the first figure for ever,
-//! version 2, which kept best passes, and version 3, without barrier
-//! times, are not read.)
+//! and keeps the larger figure. (Version 1 of the cache, which kept the
+//! first figure for ever, version 2, which kept best passes, and version 3
+//! are not read; the thread-barrier times version 4 also kept are no longer
+//! read.)
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::hint::black_box;
@@ -45,54 +45,6 @@ struct BandwidthCache {
     /// CPU models whose figure was measured on a busy machine.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     busy: BTreeSet<String>,
-    /// Seconds per thread-barrier round by [`barrier_key`], measured on a
-    /// quiet machine.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    barrier: BTreeMap<String, f64>,
-}
-
-/// A barrier time's cache key: the CPU model and the threads it was timed at.
-fn barrier_key(cpu_model: &str, threads: u32) -> String {
-    format!("{cpu_model} x{threads}")
-}
-
-/// Seconds per round of a spinning barrier at `threads` threads on this
-/// machine ([`super::barrier::measure`]), cached per CPU model and thread
-/// count beside the bandwidth. Only a quiet machine's figure counts: a
-/// barrier whose spinning threads lose their cores to other work measures a
-/// time slice (3.5 ms where 0.12 µs is quiet on the test VM), so on a busy
-/// machine nothing is measured and `None` (the speed model's default) is
-/// used until a quiet probe. `None` too when not cached and
-/// `opts.measure_bandwidth` is off, or for fewer than 2 threads.
-pub fn barrier_time(
-    opts: &ProbeOptions,
-    cpu_model: &str,
-    threads: u32,
-    notes: &mut Vec<String>,
-) -> Option<f64> {
-    let key = barrier_key(cpu_model, threads);
-    let cache_path = opts.cache_dir.as_ref().map(|d| d.join(CACHE_FILE));
-    let cached = cache_path
-        .as_deref()
-        .map(read_cache)
-        .and_then(|c| c.barrier.get(&key).copied())
-        .filter(|t| t.is_finite() && *t > 0.0);
-    if cached.is_some() || !opts.measure_bandwidth || machine_busy() {
-        return cached;
-    }
-    let t = super::barrier::measure(threads)?;
-    if let Some(path) = cache_path {
-        // Read again: the bandwidth may have been written meanwhile.
-        let mut cache = read_cache(&path);
-        cache.barrier.insert(key, t);
-        if let Err(e) = write_cache(&path, &cache) {
-            notes.push(format!(
-                "cannot save CPU speed cache {}: {e}",
-                path.display()
-            ));
-        }
-    }
-    Some(t)
 }
 
 /// Whether other work keeps this machine's cores busy: a 1-minute load
@@ -346,49 +298,6 @@ mod tests {
             std::fs::write(dir.path().join(old), json).expect("write");
             assert_ne!(ram_bandwidth(&opts, cpu, 16 << 20, &mut notes).0, 7.0);
         }
-    }
-
-    #[test]
-    fn barrier_time_is_cached_per_cpu_and_threads_beside_the_bandwidth() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut opts = ProbeOptions {
-            measure_bandwidth: false,
-            cache_dir: Some(dir.path().to_path_buf()),
-        };
-        let mut notes = Vec::new();
-        // Nothing cached, no measuring: none.
-        assert_eq!(barrier_time(&opts, "cpu A", 2, &mut notes), None);
-        opts.measure_bandwidth = true;
-        assert_eq!(
-            barrier_time(&opts, "cpu A", 1, &mut notes),
-            None,
-            "no barrier at 1 thread"
-        );
-        if machine_busy() {
-            // Someone's build: nothing is measured, the default stands.
-            assert_eq!(barrier_time(&opts, "cpu A", 2, &mut notes), None);
-        } else {
-            let t = barrier_time(&opts, "cpu A", 2, &mut notes).expect("measured");
-            assert!(t > 0.0 && t < 0.1, "{t}");
-            ram_bandwidth(&opts, "cpu A", 16 << 20, &mut notes);
-            let cache = read_cache(&dir.path().join(CACHE_FILE));
-            // serde_json parses floats to within one unit in the last place
-            // (its `float_roundtrip` feature is off), so not bit for bit.
-            let kept = cache.barrier.get("cpu A x2").copied();
-            assert!(
-                kept.is_some_and(|k| (k - t).abs() <= t * 1e-12),
-                "kept beside the bandwidth: {kept:?} vs {t}"
-            );
-            assert!(cache.entries.contains_key("cpu A"));
-        }
-        // The cache wins over measuring.
-        std::fs::write(
-            dir.path().join(CACHE_FILE),
-            r#"{"entries":{},"barrier":{"cpu A x2":5e-6}}"#,
-        )
-        .expect("write");
-        assert_eq!(barrier_time(&opts, "cpu A", 2, &mut notes), Some(5e-6));
-        assert!(notes.is_empty(), "{notes:?}");
     }
 
     #[test]

@@ -330,7 +330,6 @@ mod tests {
             bandwidth_bytes_per_s: 20e9,
             bandwidth_measured: false,
             speed_calibration: None,
-            cpu_barrier_s: None,
             runtime_bytes: None,
             runtime_virtual_bytes: None,
         };

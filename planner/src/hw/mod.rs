@@ -14,8 +14,7 @@
 //! - NVIDIA: NVML, behind the default `nvidia` feature: [`nvidia`];
 //! - AMD (Linux): amdgpu sysfs: [`amd`];
 //! - Apple Silicon: unified memory and the Metal wired limit: [`unified`];
-//! - RAM bandwidth: measured once and cached: [`bandwidth`]; the thread
-//!   barrier's time likewise: [`barrier`];
+//! - RAM bandwidth: measured once and cached: [`bandwidth`];
 //! - GPU bandwidth and FP16 throughput that no driver reports: the table of
 //!   named GPUs, [`gpus`] (also what `--gpu NAME` plans for).
 //!
@@ -27,7 +26,6 @@
 
 pub mod amd;
 pub mod bandwidth;
-pub mod barrier;
 pub mod cgroup;
 pub mod cpu;
 mod error;
@@ -82,7 +80,6 @@ pub fn probe(opts: &ProbeOptions) -> HardwareSnapshot {
         bandwidth_bytes_per_s: DEFAULT_RAM_BANDWIDTH_BYTES_PER_S,
         bandwidth_measured: false,
         speed_calibration: None,
-        cpu_barrier_s: None,
         runtime_bytes: None,
         runtime_virtual_bytes: None,
     };
@@ -93,8 +90,6 @@ pub fn probe(opts: &ProbeOptions) -> HardwareSnapshot {
     let max_buffer = usize::try_from(ram.budget_bytes() / 4).unwrap_or(usize::MAX);
     (ram.bandwidth_bytes_per_s, ram.bandwidth_measured) =
         bandwidth::ram_bandwidth(opts, &cpu.model, max_buffer, &mut notes);
-    // At the thread count the planner assumes (the physical cores).
-    ram.cpu_barrier_s = bandwidth::barrier_time(opts, &cpu.model, cpu.physical_cores, &mut notes);
 
     let mut gpus = nvidia::probe(&mut notes);
     for g in &mut gpus {

@@ -223,7 +223,7 @@ pub fn add_rpc_devices(mut s: HardwareSnapshot, devices: &[RpcDevice]) -> Hardwa
 ///   the machine.
 ///
 /// Whenever the host changes, what was measured or calibrated on this
-/// machine (the per-layer barrier time, the calibration factors) is dropped.
+/// machine (its measured bandwidth, the calibration factors) is dropped.
 ///
 /// # Errors
 /// [`HwError::InvalidOverride`] for no card, or a unified part named with
@@ -347,7 +347,6 @@ fn set_host(s: &mut HardwareSnapshot, host: Host, bandwidth: f64, cpu: CpuInfo) 
     s.ram.bandwidth_bytes_per_s = bandwidth;
     s.ram.bandwidth_measured = false;
     s.ram.speed_calibration = None;
-    s.ram.cpu_barrier_s = None;
     s.ram.runtime_bytes = None;
     s.ram.runtime_virtual_bytes = None;
     s.cpu = cpu;
@@ -634,14 +633,13 @@ mod tests {
     }
 
     /// The container fixture as if probed here: its bandwidth measured, its
-    /// barrier timed, its runs calibrating it.
+    /// runs calibrating it.
     fn this_machine() -> HardwareSnapshot {
         let mut s = container();
         s.host = Host::ThisMachine;
         s.source = Source::Probed;
         s.ram.bandwidth_bytes_per_s = 14e9;
         s.ram.bandwidth_measured = true;
-        s.ram.cpu_barrier_s = Some(2e-6);
         s.ram.speed_calibration = Some(crate::speed::SpeedCalibration {
             runs: 3,
             decode_factor: 1.2,
@@ -662,11 +660,11 @@ mod tests {
         assert_eq!(s.host, Host::ThisMachine);
         assert_eq!(s.cpu, here.cpu);
         assert_eq!(s.ram.bandwidth_bytes_per_s, 14e9);
-        assert_eq!(s.ram.cpu_barrier_s, Some(2e-6));
         assert_eq!(s.ram.speed_calibration, here.ram.speed_calibration);
         assert!(crate::speed::calibration_of(&s).is_some());
+        // The fixed costs follow this machine's measured bandwidth.
         assert_eq!(
-            crate::speed::cpu_per_layer_s(&s).1,
+            crate::speed::cpu_fixed_costs(&s).2,
             crate::speed::PerLayerSource::Measured
         );
     }
@@ -688,12 +686,12 @@ mod tests {
         assert!(s.cpu.features.iter().any(|f| f == "avx2"));
         // Nothing measured or learnt here carries over.
         assert_eq!(s.ram.speed_calibration, None);
-        assert_eq!(s.ram.cpu_barrier_s, None);
         assert_eq!(crate::speed::calibration_of(&s), None);
         assert_eq!(
-            crate::speed::cpu_per_layer_s(&s),
+            crate::speed::cpu_fixed_costs(&s),
             (
                 crate::speed::CPU_PER_LAYER_S,
+                crate::speed::CPU_VOCAB_S,
                 crate::speed::PerLayerSource::Default
             )
         );
@@ -739,10 +737,9 @@ mod tests {
         // A profile is never calibrated, whatever a caller put in it.
         let mut p = profile;
         p.ram.speed_calibration = this_machine().ram.speed_calibration;
-        p.ram.cpu_barrier_s = Some(1e-6);
         assert_eq!(crate::speed::calibration_of(&p), None);
         assert_eq!(
-            crate::speed::cpu_per_layer_s(&p).1,
+            crate::speed::cpu_fixed_costs(&p).2,
             crate::speed::PerLayerSource::Default
         );
     }
@@ -760,7 +757,6 @@ mod tests {
             assert_eq!(s.cpu.arch, "aarch64");
             assert!(s.cpu.features.iter().any(|f| f == "neon"));
             assert_eq!(s.ram.speed_calibration, None);
-            assert_eq!(s.ram.cpu_barrier_s, None);
             assert_eq!(
                 crate::speed::RamBandwidthSource::of(&s, false),
                 crate::speed::RamBandwidthSource::LookedUp

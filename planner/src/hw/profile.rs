@@ -302,7 +302,6 @@ fn build(file: ProfileFile, path: &Path) -> Result<HardwareSnapshot, String> {
         bandwidth_bytes_per_s: bandwidth.unwrap_or(DEFAULT_RAM_BANDWIDTH_BYTES_PER_S),
         bandwidth_measured: bandwidth.is_some(),
         speed_calibration: None,
-        cpu_barrier_s: None,
         runtime_bytes: None,
         runtime_virtual_bytes: None,
     };

@@ -159,13 +159,6 @@ pub struct RamInfo {
     /// scaled by it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speed_calibration: Option<crate::speed::SpeedCalibration>,
-    /// Seconds one round of a spinning thread barrier took on this machine at
-    /// its physical cores' thread count, measured by the probe
-    /// ([`super::barrier`]); the CPU's per-layer cost follows from it
-    /// ([`crate::speed::cpu_per_layer_s`]). `None` when not measured or for
-    /// another machine.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpu_barrier_s: Option<f64>,
     /// Resident bytes this process gained when llama.cpp's backends were
     /// initialised, measured when the app read the backend registry on this
     /// machine (a Vulkan build loads the Vulkan loader and every installed
@@ -472,7 +465,6 @@ mod tests {
             bandwidth_bytes_per_s: DEFAULT_RAM_BANDWIDTH_BYTES_PER_S,
             bandwidth_measured: false,
             speed_calibration: None,
-            cpu_barrier_s: None,
             runtime_bytes: None,
             runtime_virtual_bytes: None,
         }
