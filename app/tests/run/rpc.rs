@@ -297,10 +297,13 @@ fn a_capped_worker_refuses_the_over_specified_plan_and_runs_the_nearest() {
         err.contains(&workers[0].endpoint) && err.contains("nearest plan"),
         "{err}"
     );
-    assert_eq!(
-        workers[0].peak_rss(),
-        idle,
-        "the capped worker received nothing"
+    // No weights: the plan's probe of the worker's memory may grow its
+    // resident set by a few pages (64 KiB seen once in a full test run),
+    // where one layer of the instruct demo is about 4 MB.
+    let growth = workers[0].peak_rss().saturating_sub(idle);
+    assert!(
+        growth < 1 << 20,
+        "the capped worker received no tensor: its peak grew {growth} bytes"
     );
     let out = base(&[]);
     let err = String::from_utf8_lossy(&out.stderr);
