@@ -97,10 +97,11 @@ impl Throughput {
 pub const CPU_BANDWIDTH_EFFICIENCY: f64 = 0.8;
 /// A CPU decode step's fixed cost per layer, as the bytes the CPU would
 /// read in the same time at the RAM's measured stream bandwidth
-/// ([`cpu_per_layer_s`]): about thirty graph nodes per layer, each ending at
+/// ([`cpu_fixed_costs`]): about thirty graph nodes per layer, each ending at
 /// a spinning thread barrier, and matrix-vector products too small to reach
-/// the bandwidth (at 2 threads on the test VM, ggml's Q4_1 and Q5_0 kernels
-/// read a 640-wide matrix at 14–16 GB/s where the stream reads 31).
+/// the bandwidth (at 2 threads on the test VM, a throwaway ggml probe timed
+/// the CPU backend's Q4_1 and Q5_0 products over 640-wide matrices at
+/// 14–16 GB/s where the stream read 31).
 ///
 /// Why a figure in bytes: on the shared 2-core test VM the demo models'
 /// decode speed moves with the VM's spell (SmolLM2-135M at 60–99 tok/s
@@ -131,7 +132,7 @@ pub const CPU_BANDWIDTH_EFFICIENCY: f64 = 0.8;
 /// was not measured, so another machine keeps [`CPU_PER_LAYER_S`].
 pub const CPU_LAYER_COST_BYTES: f64 = 2.5e6;
 /// The CPU's cost per vocabulary entry per generated token, as bytes of
-/// reading at the RAM's stream bandwidth ([`cpu_per_vocab_s`]): the output
+/// reading at the RAM's stream bandwidth ([`cpu_fixed_costs`]): the output
 /// product's rows, the logits row written and read back, the sampler's
 /// scan. Fitted with [`CPU_LAYER_COST_BYTES`] (286 bytes, used rounded):
 /// 9 ns per entry at 31 GB/s. It was 17.5 ns ([`CPU_VOCAB_S`]), fitted in
@@ -161,6 +162,7 @@ pub enum PerLayerSource {
     /// one's bandwidth not measured.
     Default,
 }
+
 /// Per-layer fixed cost on a GPU (kernel launches, mostly hidden by CUDA graphs).
 pub const GPU_PER_LAYER_S: f64 = 0.02e-3;
 /// Fraction of a GPU's peak bandwidth llama.cpp's CUDA decode reaches.
