@@ -124,6 +124,8 @@ pub const CPU_BANDWIDTH_EFFICIENCY: f64 = 0.8;
 /// median error is −2% for SmolLM2 (−18% to +54%, the +54% a bandwidth
 /// probe that read 42 GB/s) and −1% for Gemma (−13% to +14%), where the
 /// barrier-based model's was −21% (−53% to −5%) and −19% (−26% to −8%).
+/// The runs are kept in `scripts/speed-fit/runs-2026-12-05.txt`
+/// (`collect.sh` takes more; `fit.py` fits them and prints these errors).
 /// 2.5 MB is 0.08 ms at 31 GB/s and 0.16 ms at 16, where the older
 /// constants were fitted. Measured on these two small models only: in a
 /// large model the layers' bytes dwarf it. Only this machine's measured
