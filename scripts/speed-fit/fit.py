@@ -1,7 +1,8 @@
 """Fits the CPU's fixed costs (planner/src/speed.rs: CPU_LAYER_COST_BYTES,
 CPU_VOCAB_COST_BYTES) to first runs of the demo models (collect.sh's lines)
 by least squares on  bandwidth / measured = bytes / 0.8 + layers * X + vocab * Y,
-then prints each model's error of the fitted and of the shipped constants.
+then prints each model's error as the runs were estimated (speed model 5
+for runs-2026-12-05.txt), with the fitted and with the shipped constants.
 
 python3 scripts/speed-fit/fit.py scripts/speed-fit/runs-2026-12-05.txt
 """
@@ -40,7 +41,7 @@ def summary(errors):
 
 for name in SHAPE:
     mine = [r for r in rows if r[0] == name]
-    line = f"{name}, {len(mine)} runs: speed model 5 {summary([o / m - 1 for _, o, m, *_ in mine])}"
+    line = f"{name}, {len(mine)} runs: as estimated then {summary([o / m - 1 for _, o, m, *_ in mine])}"
     for label, (x, y) in (("fitted", fitted), ("shipped", SHIPPED)):
         est = [bw / (read / EFFICIENCY + l * x + v * y) / m - 1 for _, _, m, bw, read, l, v in mine]
         line += f"; {label} {summary(est)}"
