@@ -578,6 +578,10 @@ pub struct Estimate {
     pub allocated_bytes: u64,
     /// Bytes of weights each device reads per generated token (CPU first).
     pub active_bytes: Vec<u64>,
+    /// Of the CPU's `active_bytes[0]`, those it reads in their file layout
+    /// (not repacked): llama.cpp's CPU products over them are slower
+    /// ([`crate::speed::CPU_DECODE_FLOPS_PER_CORE_PLAIN`]).
+    pub cpu_active_plain_bytes: u64,
     /// The devices a token passes through, in order (0 is the CPU, `g + 1`
     /// GPU `g`): the CPU's embedding lookup, each layer's device, the
     /// output layer's device; each change is a boundary.
@@ -1011,6 +1015,8 @@ struct Weights {
     gpu: Vec<u64>,
     /// Weight bytes the CPU reads per token (routed experts by their share).
     cpu_active: u64,
+    /// Of those, the ones read from the plain buffer (not repacked).
+    cpu_active_plain: u64,
     /// Weight bytes each GPU reads per token.
     gpu_active: Vec<u64>,
 }
@@ -1049,6 +1055,7 @@ fn place_weights(
         map_hi: 0,
         gpu: vec![0; n_gpu],
         cpu_active: 0,
+        cpu_active_plain: 0,
         gpu_active: vec![0; n_gpu],
     };
     let mut place = |t: &Tensor, dev: Option<usize>, active_share: f64| {
@@ -1065,6 +1072,7 @@ fn place_weights(
                     w.cpu_plain = sum([w.cpu_plain, pad(t.bytes, 32)]);
                     w.map_lo = w.map_lo.min(t.offset);
                     w.map_hi = w.map_hi.max(sum([t.offset, t.bytes]));
+                    w.cpu_active_plain = sum([w.cpu_active_plain, active]);
                 }
                 w.cpu_active = sum([w.cpu_active, active]);
             }
@@ -1115,6 +1123,7 @@ fn place_weights(
             w.gpu[g] = sum([w.gpu[g], m.gpus[g].alloc_bytes(t)]);
             w.gpu_active[g] = sum([w.gpu_active[g], t.bytes]);
             w.cpu_active -= t.bytes.min(w.cpu_active);
+            w.cpu_active_plain -= t.bytes.min(w.cpu_active_plain);
         }
     }
 
@@ -1135,6 +1144,8 @@ fn place_weights(
         _ => 0,
     };
     w.cpu_repack = sum([w.cpu_repack, tied_repack]);
+    // The logits then read the repacked copy.
+    w.cpu_active_plain -= tied_repack.min(w.cpu_active_plain);
     // An architecture that creates the tied output before the embedding
     // finds no tensor to share in the CPU buffer (`create_tensor`'s
     // `TENSOR_DUPLICATED` lookup) and holds the output as a second one.
@@ -1846,6 +1857,7 @@ pub fn estimate(
         mapped_working_bytes: r.mapped_working,
         allocated_bytes: r.allocated,
         active_bytes,
+        cpu_active_plain_bytes: b.weights.cpu_active_plain,
         chain,
     }
 }

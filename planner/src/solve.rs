@@ -123,19 +123,13 @@ fn machine(hw: &HardwareSnapshot, build: Build) -> Machine {
     let threads = hw.cpu.physical_cores.max(1);
     // An RPC worker computes as a CPU does (the worker program runs
     // llama.cpp's CPU backend unless it was built with a GPU one): assumed
-    // like this machine's CPU, as its bandwidth is, at the fixed costs of
-    // a machine not measured.
+    // like this machine's CPU, as its bandwidth is.
     let thr = sources
         .iter()
         .zip(&gpus)
         .map(|(&(bandwidth, _, fp16), g)| {
             if g.kind == DeviceKind::Rpc {
-                speed::cpu_throughput(
-                    bandwidth,
-                    threads,
-                    &hw.cpu.features,
-                    (speed::CPU_PER_LAYER_S, speed::CPU_VOCAB_S),
-                )
+                speed::cpu_throughput(bandwidth, threads, &hw.cpu.features, false)
             } else if let Some(measured) = g.llama.as_ref().and_then(|l| l.speed) {
                 speed::measured_throughput(&measured)
             } else {
@@ -153,15 +147,12 @@ fn machine(hw: &HardwareSnapshot, build: Build) -> Machine {
             runtime_bytes: ram.runtime_bytes.unwrap_or(0),
             runtime_virtual_bytes: ram.runtime_virtual_bytes.unwrap_or(0),
         },
-        cpu: {
-            let (per_layer_s, per_vocab_s, _) = speed::cpu_fixed_costs(hw);
-            speed::cpu_throughput(
-                ram.bandwidth_bytes_per_s,
-                threads,
-                &hw.cpu.features,
-                (per_layer_s, per_vocab_s),
-            )
-        },
+        cpu: speed::cpu_throughput(
+            ram.bandwidth_bytes_per_s,
+            threads,
+            &hw.cpu.features,
+            hw.host == crate::hw::Host::ThisMachine,
+        ),
         calibration: speed::calibration_of(hw),
         gpus: if gpu_usable { thr } else { Vec::new() },
         gpu_sources: if gpu_usable { sources } else { Vec::new() },
@@ -352,9 +343,15 @@ fn device_speed(p: &ModelProfile, e: &Estimate, m: &Machine) -> (f64, f64) {
         .iter()
         .map(|b| (*b as f64 * 8.0 / bpw) as u64)
         .collect();
+    // The CPU's parameters in weights it reads unrepacked, by their share of
+    // its active bytes.
+    let plain = [params.first().map_or(0, |&cpu| {
+        let active = e.active_bytes.first().copied().unwrap_or(0).max(1);
+        (cpu as f64 * (e.cpu_active_plain_bytes as f64 / active as f64).min(1.0)) as u64
+    })];
     let layers: Vec<u32> = e.devices.iter().map(|d| d.n_layers).collect();
     (
-        speed::decode_tokens_per_s(&bytes, &params, &layers, &devs, p.n_vocab),
+        speed::decode_tokens_per_s(&bytes, &params, &plain, &layers, &devs, p.n_vocab),
         speed::prompt_tokens_per_s(&params, &prompt_devs, 0),
     )
 }

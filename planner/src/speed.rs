@@ -21,9 +21,11 @@ use crate::hw::{BandwidthSource, HardwareSnapshot, Host};
 /// calibrate later estimates: a ratio to an older model's estimate says
 /// nothing about this one's. (4: the CPU's per-layer cost follows this
 /// machine's measured barrier time; 5: 17.5 ns per vocabulary entry, was 5;
-/// 6: the CPU's per-layer and per-vocabulary costs follow the RAM
-/// bandwidth, no barrier time.)
-pub const SPEED_MODEL_VERSION: u32 = 6;
+/// 6: the CPU's per-layer and per-vocabulary costs followed the RAM
+/// bandwidth, never landed; 7: weights the CPU reads unrepacked are priced
+/// at [`CPU_DECODE_FLOPS_PER_CORE_PLAIN`], fixed costs 64 µs per layer and
+/// 13.4 ns per vocabulary entry on every machine, no barrier time.)
+pub const SPEED_MODEL_VERSION: u32 = 7;
 
 /// Calibration factors are clamped to this range: a run that measured more
 /// than 4× off its estimate is a machine that was busy, asleep or
@@ -65,6 +67,10 @@ pub struct Throughput {
     pub bandwidth: f64,
     /// Sustained arithmetic for quantized matrix products, FLOP/s.
     pub flops: f64,
+    /// The same over weights read in their file layout, where a CPU's
+    /// repacked kernels do not apply ([`CPU_DECODE_FLOPS_PER_CORE_PLAIN`]);
+    /// `flops` on a GPU.
+    pub flops_plain: f64,
     /// Fixed cost per layer per token (thread barriers, kernel launches), seconds.
     pub per_layer_s: f64,
     /// Cost per vocabulary entry per generated token, seconds: sampling,
@@ -82,6 +88,7 @@ impl Throughput {
         Throughput {
             bandwidth: self.bandwidth * f,
             flops: self.flops * f,
+            flops_plain: self.flops_plain * f,
             per_layer_s: self.per_layer_s / f,
             per_vocab_s: self.per_vocab_s / f,
         }
@@ -95,83 +102,68 @@ impl Throughput {
 /// its 2.5 GB per token at 11–12 GB/s where the stream reads 13–14 GB/s
 /// (0.8–0.9; the larger models, whose time is almost all reading, set it).
 pub const CPU_BANDWIDTH_EFFICIENCY: f64 = 0.8;
-/// A CPU decode step's fixed cost per layer, as the bytes the CPU would
-/// read in the same time at the RAM's measured stream bandwidth
-/// ([`cpu_fixed_costs`]): about thirty graph nodes per layer, each ending at
-/// a spinning thread barrier, and matrix-vector products too small to reach
-/// the bandwidth (at 2 threads on the test VM, a throwaway ggml probe timed
-/// the CPU backend's Q4_1 and Q5_0 products over 640-wide matrices at
-/// 14–16 GB/s where the stream read 31).
+/// A CPU decode step's fixed cost per layer (about thirty graph nodes,
+/// each ending at a spinning thread barrier, and their small operations),
+/// beside the weights it reads or computes over.
 ///
-/// Why a figure in bytes: on the shared 2-core test VM the demo models'
-/// decode speed moves with the VM's spell (SmolLM2-135M at 60–99 tok/s
-/// with the stream at 14–18 GB/s, 115–146 tok/s with it at 28–35), and
-/// these costs move with it. The per-layer cost was a constant (0.12 ms),
-/// then 1000 rounds of a spinning barrier the probe timed; both put the
-/// demo models' first-run estimates 20–30% low in the fast spells (the
-/// landing CI's check failed at −30%, 2026-12-05): a bare barrier's time
-/// does not follow what a decode's nodes cost, and it varied ±30% between
-/// probes where the decode did not.
+/// It was 0.12 ms, fitted in slow spells of the shared 2-core test VM,
+/// then 1000 rounds of a spinning barrier the probe timed (speed models 4
+/// and 5); both put the demo models' first-run estimates 20–30% low in its
+/// fast spells (the landing CI's soak check failed at −30%, 2026-12-05): a
+/// bare barrier's time did not follow what a decode's nodes cost, and it
+/// varied ±30% between probes where the decode did not. Making the fixed
+/// costs follow the stream bandwidth instead (speed model 6, not landed)
+/// centred those runs but failed the next CI run at +80%: its bandwidth
+/// probes read 49 GB/s where others read 27–35, while the instruct demo
+/// decoded at 113 tok/s as at 27 GB/s. A small model's decode does not
+/// follow the bandwidth: its products are small and in slow kernels
+/// ([`CPU_DECODE_FLOPS_PER_CORE_PLAIN`]).
 ///
-/// Fitted with [`CPU_VOCAB_COST_BYTES`] by least squares to 42 runs on
-/// that VM, 2026-12-05 06:50–07:10 UTC, 21 of each demo model
-/// (SmolLM2-135M-Instruct Q4_1: 30 layers, 49,152 entries, 120.2 MB read
-/// per token; Gemma-3-270M Q4_K_M: 18 layers, 262,144 entries, 250.2 MB),
-/// each `headroom run MODEL --json -p "Explain how a fridge works." -n 32
-/// --ignore-eos --temp 0` on a fresh cache (the bandwidth measured anew,
-/// 23.5–42.3 GB/s), with the weights read at [`CPU_BANDWIDTH_EFFICIENCY`]:
-/// 2.54 MB and 286 bytes, used rounded. Against those runs the estimate's
-/// median error is −2% for SmolLM2 (−18% to +54%, the +54% a bandwidth
-/// probe that read 42 GB/s) and −1% for Gemma (−13% to +14%), where the
-/// barrier-based model's was −21% (−53% to −5%) and −19% (−26% to −8%).
-/// The runs are kept in `scripts/speed-fit/runs-2026-12-05.txt`
-/// (`collect.sh` takes more; `fit.py` fits them and prints these errors).
-/// 2.5 MB is 0.08 ms at 31 GB/s and 0.16 ms at 16, where the older
-/// constants were fitted. Measured on these two small models only: in a
-/// large model the layers' bytes dwarf it. Only this machine's measured
-/// bandwidth prices it ([`cpu_fixed_costs`]): whether the costs follow the
-/// bandwidth from one machine to another (more cores wait at each barrier)
-/// was not measured, so another machine keeps [`CPU_PER_LAYER_S`].
-pub const CPU_LAYER_COST_BYTES: f64 = 2.5e6;
-/// The CPU's cost per vocabulary entry per generated token, as bytes of
-/// reading at the RAM's stream bandwidth ([`cpu_fixed_costs`]): the output
-/// product's rows, the logits row written and read back, the sampler's
-/// scan. Fitted with [`CPU_LAYER_COST_BYTES`] (286 bytes, used rounded):
-/// 9 ns per entry at 31 GB/s. It was 17.5 ns ([`CPU_VOCAB_S`]), fitted in
-/// a slow spell with a per-layer cost that did not follow the spell.
-pub const CPU_VOCAB_COST_BYTES: f64 = 280.0;
-/// The per-layer cost of a CPU decode step on a machine whose bandwidth was
-/// not measured here (a profile's, a named part's, the typical desktop's,
-/// an RPC worker's): 0.12 ms, what the demo models took beyond their bytes
-/// at 2 threads on the test VM in its slow spells (stream 14–18 GB/s,
-/// where [`CPU_LAYER_COST_BYTES`] gives 0.14–0.18 ms). It errs slow on a
-/// faster machine; a run there calibrates it.
-pub const CPU_PER_LAYER_S: f64 = 0.12e-3;
-/// The cost per vocabulary entry per token on a machine whose bandwidth
-/// was not measured here: 17.5 ns, from 18 soak runs of the demo models on
-/// the test VM, 2026-12-03 (stream 22–39 GB/s), fitted beside a per-layer
-/// cost that then followed a timed thread barrier (speed model 5).
-pub const CPU_VOCAB_S: f64 = 17.5e-9;
-
-/// Where the CPU's fixed costs (per layer, per vocabulary entry) came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PerLayerSource {
-    /// From this machine's measured RAM bandwidth
-    /// ([`CPU_LAYER_COST_BYTES`], [`CPU_VOCAB_COST_BYTES`]).
-    Measured,
-    /// [`CPU_PER_LAYER_S`] and [`CPU_VOCAB_S`]: another machine, or this
-    /// one's bandwidth not measured.
-    Default,
-}
+/// Fitted with [`CPU_VOCAB_S`] by least squares, at that rate, to 54 first
+/// runs of the demo models (SmolLM2-135M-Instruct Q4_1: 30 layers, 49,152
+/// entries, 120.2 MB read per token, none repacked; Gemma-3-270M Q4_K_M:
+/// 18 layers, 262,144 entries, 250.2 MB, 5% repacked), `headroom run MODEL
+/// --json -p "Explain how a fridge works." -n 32 --ignore-eos --temp 0`,
+/// each on a fresh cache (the bandwidth measured anew) and undisturbed, in
+/// four spells weighted alike: (a) 42 runs on the test VM, 2026-12-05
+/// 06:50–07:10 UTC, SmolLM2 at 115–146 tok/s; (b) the last stop's landing
+/// CI, 141–146; (c) a CI run here at 08:07, 113–120 with the bandwidth
+/// probe at 27–49 GB/s; (d) 08:17, 107–112. Fitted 63.6 µs and 13.4 ns;
+/// with 64 µs the medians per spell are −6% and −8% (a; Gemma second),
+/// −13% (b), +10% (c), +12% and +8% (d), the worst −14% and +17%; speed
+/// model 5 gave −21%, −19%, −30% there, and speed model 6 +80% in (c). The
+/// runs are in `scripts/speed-fit/runs-2026-12-05.txt` (`collect.sh` takes
+/// more; `fit.py` fits them and prints these errors). A spell moves the
+/// CPU's speed ±15% here and no probe follows it: measured at 2 threads on
+/// one VM, used for every machine; a machine's own runs calibrate it.
+pub const CPU_PER_LAYER_S: f64 = 64e-6;
+/// The CPU's cost per vocabulary entry per generated token beyond the
+/// output matrix's bytes and products: the logits row written and read
+/// back, the sampler's scan. Fitted with [`CPU_PER_LAYER_S`] (13.4 ns). It
+/// was 17.5 ns, fitted beside a per-layer cost that did not follow the
+/// VM's spell, and 5 ns before that.
+pub const CPU_VOCAB_S: f64 = 13.4e-9;
 
 /// Per-layer fixed cost on a GPU (kernel launches, mostly hidden by CUDA graphs).
 pub const GPU_PER_LAYER_S: f64 = 0.02e-3;
 /// Fraction of a GPU's peak bandwidth llama.cpp's CUDA decode reaches.
 pub const GPU_BANDWIDTH_EFFICIENCY: f64 = 0.75;
 /// Sustained quantized dot-product arithmetic per CPU core with AVX2 or NEON
-/// dot-product instructions, FLOP/s (decode, matrix-vector).
+/// dot-product instructions, FLOP/s (decode, matrix-vector), over weights
+/// llama.cpp repacked for this CPU (`CPU_REPACK`: Q4_0, Q4_K, IQ4_NL on
+/// AVX2): 2048-wide Q4_K_M layers of a synthetic file decode at 0.93–0.97
+/// of the stream bandwidth on the test VM, so their arithmetic does not
+/// bind there.
 pub const CPU_DECODE_FLOPS_PER_CORE: f64 = 80.0e9;
+/// The same over weights the CPU reads in their file layout (Q4_1, Q5_0,
+/// Q8_0, Q6_K…, not repacked): 25 GFLOP/s per core, fitted with
+/// [`CPU_PER_LAYER_S`] (the demo models' weights are almost all such).
+/// ggml's CPU products alone, timed at 2 threads on the same VM over
+/// 640-wide matrices of zeros (a throwaway probe, 2026-12-05), reached 21–26
+/// per core in Q4_1, Q5_0 and Q8_0 (14–26 GB/s where the stream read 31),
+/// and 27–40 over 2048-wide ones: a small model's decode on a small CPU is
+/// bound by arithmetic, not bandwidth.
+pub const CPU_DECODE_FLOPS_PER_CORE_PLAIN: f64 = 25.0e9;
 /// Without those instructions.
 pub const CPU_DECODE_FLOPS_PER_CORE_SCALAR: f64 = 12.0e9;
 /// Prompt processing (matrix-matrix, two FLOPs per active parameter per
@@ -191,25 +183,6 @@ pub const GPU_FLOPS_PER_BYTE: f64 = 60.0;
 /// Apple GPUs alike.
 pub const GPU_FP16_EFFICIENCY: f64 = 0.5;
 
-/// The CPU's fixed costs per decoded token for `hw`: seconds per layer,
-/// seconds per vocabulary entry, and where they came from. On this
-/// machine with its bandwidth measured, [`CPU_LAYER_COST_BYTES`] and
-/// [`CPU_VOCAB_COST_BYTES`] of reading at that bandwidth; else
-/// [`CPU_PER_LAYER_S`] and [`CPU_VOCAB_S`].
-#[must_use]
-pub fn cpu_fixed_costs(hw: &HardwareSnapshot) -> (f64, f64, PerLayerSource) {
-    let b = hw.ram.bandwidth_bytes_per_s;
-    if hw.host == Host::ThisMachine && hw.ram.bandwidth_measured && b.is_finite() && b >= 1e6 {
-        (
-            CPU_LAYER_COST_BYTES / b,
-            CPU_VOCAB_COST_BYTES / b,
-            PerLayerSource::Measured,
-        )
-    } else {
-        (CPU_PER_LAYER_S, CPU_VOCAB_S, PerLayerSource::Default)
-    }
-}
-
 /// The calibration of `hw`'s CPU, when it has one and the CPU is this
 /// machine's: factors learnt from runs here say nothing of another CPU.
 #[must_use]
@@ -220,28 +193,39 @@ pub fn calibration_of(hw: &HardwareSnapshot) -> Option<SpeedCalibration> {
 }
 
 /// The CPU's throughput from its RAM's stream bandwidth, its cores and
-/// features, and its fixed costs per layer and per vocabulary entry
-/// ([`cpu_fixed_costs`]).
+/// features. [`CPU_DECODE_FLOPS_PER_CORE_PLAIN`] prices the weights read
+/// unrepacked on `this_machine`'s CPU only, where it was measured (x86-64
+/// with AVX2) and where runs calibrate it; another machine's CPU (a
+/// profile's, a named part's, the typical desktop's, an RPC worker's) gets
+/// [`CPU_DECODE_FLOPS_PER_CORE`] for all its weights, as before: no
+/// measurement says what its kernels do over them.
 #[must_use]
 pub fn cpu_throughput(
     bandwidth: f64,
     threads: u32,
     features: &[String],
-    (per_layer_s, per_vocab_s): (f64, f64),
+    this_machine: bool,
 ) -> Throughput {
     let fast = features
         .iter()
         .any(|f| f == "avx2" || f == "dotprod" || f == "neon");
-    let per_core = if fast {
-        CPU_DECODE_FLOPS_PER_CORE
+    let (per_core, plain) = if fast && this_machine {
+        (CPU_DECODE_FLOPS_PER_CORE, CPU_DECODE_FLOPS_PER_CORE_PLAIN)
+    } else if fast {
+        (CPU_DECODE_FLOPS_PER_CORE, CPU_DECODE_FLOPS_PER_CORE)
     } else {
-        CPU_DECODE_FLOPS_PER_CORE_SCALAR
+        (
+            CPU_DECODE_FLOPS_PER_CORE_SCALAR,
+            CPU_DECODE_FLOPS_PER_CORE_SCALAR,
+        )
     };
+    let threads = f64::from(threads.max(1));
     Throughput {
         bandwidth: bandwidth * CPU_BANDWIDTH_EFFICIENCY,
-        flops: per_core * f64::from(threads.max(1)),
-        per_layer_s,
-        per_vocab_s,
+        flops: per_core * threads,
+        flops_plain: plain * threads,
+        per_layer_s: CPU_PER_LAYER_S,
+        per_vocab_s: CPU_VOCAB_S,
     }
 }
 
@@ -252,6 +236,7 @@ pub fn gpu_throughput(bandwidth: f64, fp16_flops: Option<f64>) -> Throughput {
     Throughput {
         bandwidth: bandwidth * GPU_BANDWIDTH_EFFICIENCY,
         flops: fp16_flops.map_or(bandwidth * GPU_FLOPS_PER_BYTE, |f| f * GPU_FP16_EFFICIENCY),
+        flops_plain: fp16_flops.map_or(bandwidth * GPU_FLOPS_PER_BYTE, |f| f * GPU_FP16_EFFICIENCY),
         per_layer_s: GPU_PER_LAYER_S,
         per_vocab_s: 0.0,
     }
@@ -278,6 +263,7 @@ pub fn measured_throughput(m: &crate::hw::MeasuredSpeed) -> Throughput {
     Throughput {
         bandwidth,
         flops: bandwidth * GPU_FLOPS_PER_BYTE,
+        flops_plain: bandwidth * GPU_FLOPS_PER_BYTE,
         per_layer_s: m.per_node_ns as f64 * 1e-9 * GPU_NODES_PER_LAYER,
         per_vocab_s: 0.0,
     }
@@ -353,14 +339,17 @@ pub struct RamBasis {
     /// CPU threads the estimate assumes (the host's physical cores).
     pub threads: u32,
     /// The CPU's fixed cost per layer per token, seconds, before
-    /// calibration ([`cpu_fixed_costs`]).
+    /// calibration ([`CPU_PER_LAYER_S`]).
     pub per_layer_s: f64,
     /// The CPU's cost per vocabulary entry per token, seconds, before
-    /// calibration.
+    /// calibration ([`CPU_VOCAB_S`]).
     pub per_vocab_s: f64,
-    /// Where those two came from: this machine's measured bandwidth, or the
-    /// defaults.
-    pub per_layer_source: PerLayerSource,
+    /// Arithmetic the CPU sustains over weights it repacked, and over
+    /// weights read in their file layout, FLOP/s, before calibration
+    /// ([`CPU_DECODE_FLOPS_PER_CORE`], [`CPU_DECODE_FLOPS_PER_CORE_PLAIN`]).
+    pub flops_per_s: f64,
+    /// See `flops_per_s`.
+    pub flops_plain_per_s: f64,
     /// Runs of this machine the estimate was calibrated from, when it was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub calibration_runs: Option<u32>,
@@ -382,15 +371,22 @@ impl RamBasis {
     /// calibration `cal` (see [`calibration_of`]).
     #[must_use]
     pub fn of(hw: &HardwareSnapshot, cal: Option<SpeedCalibration>, bytes_per_token: u64) -> Self {
-        let (per_layer_s, per_vocab_s, per_layer_source) = cpu_fixed_costs(hw);
+        let threads = hw.cpu.physical_cores.max(1);
+        let t = cpu_throughput(
+            hw.ram.bandwidth_bytes_per_s,
+            threads,
+            &hw.cpu.features,
+            hw.host == Host::ThisMachine,
+        );
         RamBasis {
             bandwidth_bytes_per_s: hw.ram.bandwidth_bytes_per_s,
             source: RamBandwidthSource::of(hw, cal.is_some()),
             host: hw.host,
-            threads: hw.cpu.physical_cores.max(1),
-            per_layer_s,
-            per_vocab_s,
-            per_layer_source,
+            threads,
+            per_layer_s: t.per_layer_s,
+            per_vocab_s: t.per_vocab_s,
+            flops_per_s: t.flops,
+            flops_plain_per_s: t.flops_plain,
             calibration_runs: cal.map(|c| c.runs),
             calibration_decode_factor: cal.map(|c| SpeedCalibration::clamp(c.decode_factor)),
             calibration_prompt_factor: cal.map(|c| SpeedCalibration::clamp(c.prompt_factor)),
@@ -476,12 +472,14 @@ pub struct GpuBasis {
 }
 
 /// Decode tokens/s when device `i` reads `bytes[i]` per token (weights plus
-/// KV) holding `params[i]` active parameters in `layers[i]` layers. Zero when
-/// nothing is read.
+/// KV) holding `params[i]` active parameters in `layers[i]` layers, of them
+/// `plain[i]` in weights read in their file layout (not repacked; missing
+/// entries are 0). Zero when nothing is read.
 #[must_use]
 pub fn decode_tokens_per_s(
     bytes: &[u64],
     params: &[u64],
+    plain: &[u64],
     layers: &[u32],
     devices: &[Throughput],
     n_vocab: u64,
@@ -490,13 +488,21 @@ pub fn decode_tokens_per_s(
         return 0.0;
     }
     let mut t = 0.0;
-    for (((b, p), l), d) in bytes.iter().zip(params).zip(layers).zip(devices) {
+    for (i, (((b, p), l), d)) in bytes
+        .iter()
+        .zip(params)
+        .zip(layers)
+        .zip(devices)
+        .enumerate()
+    {
         t += n_vocab as f64 * d.per_vocab_s;
         if *b == 0 {
             continue;
         }
         let mem = *b as f64 / d.bandwidth.max(1.0);
-        let math = 2.0 * *p as f64 / d.flops.max(1.0);
+        let slow = plain.get(i).copied().unwrap_or(0).min(*p);
+        let math = 2.0 * (*p - slow) as f64 / d.flops.max(1.0)
+            + 2.0 * slow as f64 / d.flops_plain.max(1.0);
         t += mem.max(math) + f64::from(*l) * d.per_layer_s;
     }
     per_second(t)
@@ -536,12 +542,14 @@ mod tests {
         let cpu = Throughput {
             bandwidth: 50e9,
             flops: 1e15,
+            flops_plain: 1e15,
             per_layer_s: 0.0,
             per_vocab_s: 0.0,
         };
         let gpu = Throughput {
             bandwidth: 1000e9,
             flops: 1e15,
+            flops_plain: 1e15,
             per_layer_s: 0.0,
             per_vocab_s: 0.0,
         };
@@ -549,6 +557,7 @@ mod tests {
         let tps = decode_tokens_per_s(
             &[1_000_000_000, 1_000_000_000],
             &[1, 1],
+            &[],
             &[1, 1],
             &[cpu, gpu],
             0,
@@ -561,11 +570,12 @@ mod tests {
         let cpu = Throughput {
             bandwidth: 100e9,
             flops: 10e9,
+            flops_plain: 10e9,
             per_layer_s: 0.0,
             per_vocab_s: 0.0,
         };
         // 100 MB read, 500 M params: memory 1 ms, math 100 ms.
-        let tps = decode_tokens_per_s(&[100_000_000], &[500_000_000], &[1], &[cpu], 0);
+        let tps = decode_tokens_per_s(&[100_000_000], &[500_000_000], &[], &[1], &[cpu], 0);
         assert!((tps - 10.0).abs() < 1e-9);
     }
 
@@ -574,12 +584,14 @@ mod tests {
         let fastest = Throughput {
             bandwidth: f64::MAX,
             flops: f64::MAX,
+            flops_plain: f64::MAX,
             per_layer_s: 0.0,
             per_vocab_s: 0.0,
         };
         let broken = Throughput {
             bandwidth: f64::NAN,
             flops: f64::NAN,
+            flops_plain: f64::NAN,
             per_layer_s: 0.0,
             per_vocab_s: 0.0,
         };
@@ -590,20 +602,23 @@ mod tests {
             gpu_throughput(1e12, Some(1e14)),
         ] {
             for b in [1, u64::MAX] {
-                let decode = decode_tokens_per_s(&[b], &[b], &[u32::MAX], &[d], u64::MAX);
+                let decode = decode_tokens_per_s(&[b], &[b], &[b], &[u32::MAX], &[d], u64::MAX);
                 let prompt = prompt_tokens_per_s(&[b], &[d], 0);
                 assert!(decode.is_finite() && decode >= 0.0, "{d:?} {b}: {decode}");
                 assert!(prompt.is_finite() && prompt >= 0.0, "{d:?} {b}: {prompt}");
             }
         }
         // One byte at the largest bandwidth: 1/t overflows, so no estimate.
-        assert_eq!(decode_tokens_per_s(&[1], &[0], &[0], &[fastest], 0), 0.0);
+        assert_eq!(
+            decode_tokens_per_s(&[1], &[0], &[0], &[0], &[fastest], 0),
+            0.0
+        );
     }
 
     #[test]
     fn nothing_read_is_zero_speed() {
         assert_eq!(
-            decode_tokens_per_s(&[0], &[0], &[0], &[gpu_throughput(1e12, None)], 0),
+            decode_tokens_per_s(&[0], &[0], &[0], &[0], &[gpu_throughput(1e12, None)], 0),
             0.0
         );
     }
@@ -625,45 +640,50 @@ mod tests {
         let cpu = Throughput {
             bandwidth: 1e12,
             flops: 1e15,
+            flops_plain: 1e15,
             per_layer_s: 1e-3,
             per_vocab_s: 0.0,
         };
         // 10 layers at 1 ms each dominate a 1 MB read.
-        let tps = decode_tokens_per_s(&[1_000_000], &[1], &[10], &[cpu], 0);
+        let tps = decode_tokens_per_s(&[1_000_000], &[1], &[], &[10], &[cpu], 0);
         assert!((tps - 1.0 / 0.010001).abs() < 1e-3, "{tps}");
     }
 
     #[test]
-    fn the_fixed_costs_follow_this_machines_measured_bandwidth_or_are_the_defaults() {
-        let mut hw = crate::hw::parse_profile("", std::path::Path::new("p")).expect("default");
-        hw.ram.bandwidth_bytes_per_s = 25e9;
-        hw.ram.bandwidth_measured = true;
-        let defaults = (CPU_PER_LAYER_S, CPU_VOCAB_S, PerLayerSource::Default);
-        // A profile's machine: the defaults, whatever its bandwidth.
-        assert_eq!(cpu_fixed_costs(&hw), defaults);
-        hw.host = Host::ThisMachine;
-        // 2.5 MB and 280 bytes of reading at 25 GB/s.
-        let (layer, vocab, source) = cpu_fixed_costs(&hw);
-        assert_eq!(source, PerLayerSource::Measured);
-        assert!((layer - 0.1e-3).abs() < 1e-12, "{layer}");
-        assert!((vocab - 11.2e-9).abs() < 1e-15, "{vocab}");
-        let b = RamBasis::of(&hw, None, 7);
+    fn weights_read_unrepacked_are_priced_at_the_plain_rate() {
+        let cpu = cpu_throughput(30e9, 2, &["avx2".to_string()], true);
+        assert_eq!(cpu.flops, 2.0 * CPU_DECODE_FLOPS_PER_CORE);
+        assert_eq!(cpu.flops_plain, 2.0 * CPU_DECODE_FLOPS_PER_CORE_PLAIN);
+        let (b, p) = (120_000_000, 135_000_000);
+        let none = decode_tokens_per_s(&[b], &[p], &[0], &[0], &[cpu], 0);
+        let all = decode_tokens_per_s(&[b], &[p], &[p], &[0], &[cpu], 0);
+        // Repacked: 120 MB at 24 GB/s (5 ms) binds. Plain: 270 MFLOP at
+        // 50 GFLOP/s (5.4 ms) does.
+        assert!((1.0 / none - 5e-3).abs() < 1e-9, "{none}");
+        assert!((1.0 / all - 5.4e-3).abs() < 1e-9, "{all}");
+        // A plain count over the parameters is all of them; a missing one 0.
         assert_eq!(
-            (b.host, b.threads, b.bytes_per_token),
+            decode_tokens_per_s(&[b], &[p], &[u64::MAX], &[0], &[cpu], 0),
+            all
+        );
+        assert_eq!(decode_tokens_per_s(&[b], &[p], &[], &[0], &[cpu], 0), none);
+        // Without fast dot products both rates are the scalar one; on
+        // another machine's CPU both are the repacked one.
+        let scalar = cpu_throughput(30e9, 2, &[], true);
+        assert_eq!(scalar.flops, scalar.flops_plain);
+        let other = cpu_throughput(30e9, 2, &["avx2".to_string()], false);
+        assert_eq!(other.flops_plain, other.flops);
+        assert_eq!(other.flops, cpu.flops);
+        let mut hw = crate::hw::parse_profile("", std::path::Path::new("p")).expect("default");
+        hw.host = Host::ThisMachine;
+        let basis = RamBasis::of(&hw, None, 7);
+        assert_eq!(
+            (basis.host, basis.threads, basis.bytes_per_token),
             (Host::ThisMachine, 8, 7)
         );
         assert_eq!(
-            (b.per_layer_s, b.per_vocab_s, b.per_layer_source),
-            (layer, vocab, source)
+            (basis.per_layer_s, basis.per_vocab_s),
+            (CPU_PER_LAYER_S, CPU_VOCAB_S)
         );
-        // Twice the bandwidth, half the cost.
-        hw.ram.bandwidth_bytes_per_s = 50e9;
-        assert_eq!(cpu_fixed_costs(&hw).0, layer / 2.0);
-        // Not measured, or broken: the defaults.
-        for (bw, measured) in [(25e9, false), (f64::NAN, true), (0.0, true)] {
-            hw.ram.bandwidth_bytes_per_s = bw;
-            hw.ram.bandwidth_measured = measured;
-            assert_eq!(cpu_fixed_costs(&hw), defaults, "{bw} {measured}");
-        }
     }
 }

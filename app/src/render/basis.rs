@@ -5,7 +5,7 @@
 use headroom_planner::hw::BandwidthSource;
 use headroom_planner::plan::DeviceKind;
 use headroom_planner::speed::{
-    GpuBasis, LinkSource, NetworkBasis, PerLayerSource, RamBandwidthSource, RamBasis, SpeedBasis,
+    GpuBasis, LinkSource, NetworkBasis, RamBandwidthSource, RamBasis, SpeedBasis,
 };
 
 /// What to do about a GPU bandwidth nobody stated.
@@ -78,17 +78,13 @@ fn ram_source(r: &RamBasis) -> String {
     }
 }
 
-/// The CPU the estimate prices: "2 cores, 0.08 ms/layer (measured)".
+/// The CPU the estimate prices: "2 cores, 0.06 ms/layer".
 fn cpu_phrase(r: &RamBasis) -> String {
     format!(
-        "{} core{}, {:.2} ms/layer ({})",
+        "{} core{}, {:.2} ms/layer",
         r.threads,
         if r.threads == 1 { "" } else { "s" },
         r.per_layer_s * 1e3,
-        match r.per_layer_source {
-            PerLayerSource::Measured => "measured",
-            PerLayerSource::Default => "default",
-        }
     )
 }
 
@@ -117,7 +113,7 @@ fn per_token(bytes: u64) -> String {
 /// One line for a plan: every device that reads weights, its bandwidth and
 /// source, and its bytes per token ("NVIDIA GeForce RTX 4060 272 GB/s
 /// (looked up by name), 3.91 GB/token; RAM 21.5 GB/s (measured), 2 cores,
-/// 0.11 ms/layer (measured), 0.52 GB/token"). The RAM and CPU are left out
+/// 0.11 ms/layer, 0.52 GB/token"). The RAM and CPU are left out
 /// when the RAM reads nothing and GPUs do.
 #[must_use]
 pub fn plan_line(b: &SpeedBasis) -> String {
@@ -157,8 +153,8 @@ fn network_phrase(n: &NetworkBasis) -> String {
 
 /// One line for a machine (the bandwidths every row of a ranking shares):
 /// "NVIDIA GeForce RTX 4060 272 GB/s (looked up by name); RAM 67.2 GB/s
-/// (assumed: a typical desktop's dual-channel DDR5-5600), 8 cores, 0.12
-/// ms/layer (default)".
+/// (assumed: a typical desktop's dual-channel DDR5-5600), 8 cores, 0.06
+/// ms/layer".
 #[must_use]
 pub fn machine_line(b: &SpeedBasis) -> String {
     let mut parts: Vec<String> = b.gpus.iter().map(gpu_phrase).collect();
@@ -179,7 +175,8 @@ mod tests {
                 threads: 2,
                 per_layer_s: 0.11e-3,
                 per_vocab_s: 13e-9,
-                per_layer_source: PerLayerSource::Measured,
+                flops_per_s: 160e9,
+                flops_plain_per_s: 50e9,
                 calibration_runs: None,
                 calibration_decode_factor: None,
                 calibration_prompt_factor: None,
@@ -204,7 +201,7 @@ mod tests {
         assert_eq!(
             plan_line(&basis(BandwidthSource::Assumed, 610_000_000)),
             "GPU0 360 GB/s (assumed: name the card with --gpu), 4.42 GB/token; \
-             RAM 21.5 GB/s (measured), 2 cores, 0.11 ms/layer (measured), 0.61 GB/token"
+             RAM 21.5 GB/s (measured), 2 cores, 0.11 ms/layer, 0.61 GB/token"
         );
         assert_eq!(
             plan_line(&basis(BandwidthSource::LookedUp, 0)),
@@ -212,7 +209,7 @@ mod tests {
         );
         assert_eq!(
             machine_line(&basis(BandwidthSource::Reported, 0)),
-            "GPU0 360 GB/s (reported); RAM 21.5 GB/s (measured), 2 cores, 0.11 ms/layer (measured)"
+            "GPU0 360 GB/s (reported); RAM 21.5 GB/s (measured), 2 cores, 0.11 ms/layer"
         );
     }
 
@@ -260,10 +257,9 @@ mod tests {
         b.ram.source = RamBandwidthSource::TypicalDesktop;
         b.ram.threads = 8;
         b.ram.per_layer_s = headroom_planner::speed::CPU_PER_LAYER_S;
-        b.ram.per_layer_source = PerLayerSource::Default;
         assert!(
             plan_line(&b).contains(
-                "(assumed: a typical desktop's dual-channel DDR5-5600), 8 cores, 0.12 ms/layer (default)"
+                "(assumed: a typical desktop's dual-channel DDR5-5600), 8 cores, 0.06 ms/layer"
             ),
             "{}",
             plan_line(&b)

@@ -197,11 +197,6 @@ mod soak {
                     source, "measured",
                     "a fresh data directory has no history, a fresh cache no figure"
                 );
-                assert_eq!(
-                    str_at(&r, "/planned/speed_basis/ram/per_layer_source"),
-                    "measured",
-                    "the fixed costs follow the bandwidth measured now"
-                );
                 let est = f64_at(&r, "/planned/decode_tokens_per_s");
                 let measured = f64_at(&r, "/decode_tokens_per_s");
                 assert!(est > 0.0 && measured > 0.0, "{r:#}");

@@ -662,11 +662,6 @@ mod tests {
         assert_eq!(s.ram.bandwidth_bytes_per_s, 14e9);
         assert_eq!(s.ram.speed_calibration, here.ram.speed_calibration);
         assert!(crate::speed::calibration_of(&s).is_some());
-        // The fixed costs follow this machine's measured bandwidth.
-        assert_eq!(
-            crate::speed::cpu_fixed_costs(&s).2,
-            crate::speed::PerLayerSource::Measured
-        );
     }
 
     #[test]
@@ -687,14 +682,6 @@ mod tests {
         // Nothing measured or learnt here carries over.
         assert_eq!(s.ram.speed_calibration, None);
         assert_eq!(crate::speed::calibration_of(&s), None);
-        assert_eq!(
-            crate::speed::cpu_fixed_costs(&s),
-            (
-                crate::speed::CPU_PER_LAYER_S,
-                crate::speed::CPU_VOCAB_S,
-                crate::speed::PerLayerSource::Default
-            )
-        );
         assert!(
             s.notes.iter().any(|n| n.contains("typical desktop")),
             "{:?}",
@@ -738,10 +725,6 @@ mod tests {
         let mut p = profile;
         p.ram.speed_calibration = this_machine().ram.speed_calibration;
         assert_eq!(crate::speed::calibration_of(&p), None);
-        assert_eq!(
-            crate::speed::cpu_fixed_costs(&p).2,
-            crate::speed::PerLayerSource::Default
-        );
     }
 
     #[test]

@@ -687,6 +687,7 @@ fn residency_tells_mapped_from_anonymous() {
         map_hi: 1100,
         gpu: Vec::new(),
         cpu_active: 0,
+        cpu_active_plain: 0,
         gpu_active: Vec::new(),
     };
     let kv = KvCache {
