@@ -147,12 +147,7 @@ fn machine(hw: &HardwareSnapshot, build: Build) -> Machine {
             runtime_bytes: ram.runtime_bytes.unwrap_or(0),
             runtime_virtual_bytes: ram.runtime_virtual_bytes.unwrap_or(0),
         },
-        cpu: speed::cpu_throughput(
-            ram.bandwidth_bytes_per_s,
-            threads,
-            &hw.cpu.features,
-            hw.host == crate::hw::Host::ThisMachine,
-        ),
+        cpu: speed::cpu_of(hw),
         calibration: speed::calibration_of(hw),
         gpus: if gpu_usable { thr } else { Vec::new() },
         gpu_sources: if gpu_usable { sources } else { Vec::new() },
@@ -343,12 +338,8 @@ fn device_speed(p: &ModelProfile, e: &Estimate, m: &Machine) -> (f64, f64) {
         .iter()
         .map(|b| (*b as f64 * 8.0 / bpw) as u64)
         .collect();
-    // The CPU's parameters in weights it reads unrepacked, by their share of
-    // its active bytes.
-    let plain = [params.first().map_or(0, |&cpu| {
-        let active = e.active_bytes.first().copied().unwrap_or(0).max(1);
-        (cpu as f64 * (e.cpu_active_plain_bytes as f64 / active as f64).min(1.0)) as u64
-    })];
+    // The CPU's parameters in weights it reads unrepacked, counted as `params`.
+    let plain = [(e.cpu_active_plain_bytes as f64 * 8.0 / bpw) as u64];
     let layers: Vec<u32> = e.devices.iter().map(|d| d.n_layers).collect();
     (
         speed::decode_tokens_per_s(&bytes, &params, &plain, &layers, &devs, p.n_vocab),

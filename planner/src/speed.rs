@@ -151,18 +151,18 @@ pub const GPU_BANDWIDTH_EFFICIENCY: f64 = 0.75;
 /// Sustained quantized dot-product arithmetic per CPU core with AVX2 or NEON
 /// dot-product instructions, FLOP/s (decode, matrix-vector), over weights
 /// llama.cpp repacked for this CPU (`CPU_REPACK`: Q4_0, Q4_K, IQ4_NL on
-/// AVX2): 2048-wide Q4_K_M layers of a synthetic file decode at 0.93–0.97
-/// of the stream bandwidth on the test VM, so their arithmetic does not
-/// bind there.
+/// AVX2): 1024- to 3072-wide Q4_K_M layers of synthetic files decoded at
+/// 29.8–31.7 GB/s on the test VM where the stream read 32.9–34.0, so their
+/// arithmetic does not bind there.
 pub const CPU_DECODE_FLOPS_PER_CORE: f64 = 80.0e9;
 /// The same over weights the CPU reads in their file layout (Q4_1, Q5_0,
 /// Q8_0, Q6_K…, not repacked): 25 GFLOP/s per core, fitted with
 /// [`CPU_PER_LAYER_S`] (the demo models' weights are almost all such).
 /// ggml's CPU products alone, timed at 2 threads on the same VM over
 /// 640-wide matrices of zeros (a throwaway probe, 2026-12-05), reached 21–26
-/// per core in Q4_1, Q5_0 and Q8_0 (14–26 GB/s where the stream read 31),
-/// and 27–40 over 2048-wide ones: a small model's decode on a small CPU is
-/// bound by arithmetic, not bandwidth.
+/// per core in Q4_1, Q5_0 and Q8_0 (14–26 GB/s where the stream read
+/// 33–34), and 27–39 over 2048-wide ones: a small model's decode on a small
+/// CPU is bound by arithmetic, not bandwidth.
 pub const CPU_DECODE_FLOPS_PER_CORE_PLAIN: f64 = 25.0e9;
 /// Without those instructions.
 pub const CPU_DECODE_FLOPS_PER_CORE_SCALAR: f64 = 12.0e9;
@@ -182,6 +182,18 @@ pub const GPU_FLOPS_PER_BYTE: f64 = 60.0;
 /// models come to 0.4–0.6 of it on NVIDIA (integer matrix kernels), AMD and
 /// Apple GPUs alike.
 pub const GPU_FP16_EFFICIENCY: f64 = 0.5;
+
+/// The throughput of `hw`'s CPU ([`cpu_throughput`] at its physical cores,
+/// the plain rate when it is this machine's), before calibration.
+#[must_use]
+pub fn cpu_of(hw: &HardwareSnapshot) -> Throughput {
+    cpu_throughput(
+        hw.ram.bandwidth_bytes_per_s,
+        hw.cpu.physical_cores.max(1),
+        &hw.cpu.features,
+        hw.host == Host::ThisMachine,
+    )
+}
 
 /// The calibration of `hw`'s CPU, when it has one and the CPU is this
 /// machine's: factors learnt from runs here say nothing of another CPU.
@@ -209,15 +221,15 @@ pub fn cpu_throughput(
     let fast = features
         .iter()
         .any(|f| f == "avx2" || f == "dotprod" || f == "neon");
-    let (per_core, plain) = if fast && this_machine {
-        (CPU_DECODE_FLOPS_PER_CORE, CPU_DECODE_FLOPS_PER_CORE_PLAIN)
-    } else if fast {
-        (CPU_DECODE_FLOPS_PER_CORE, CPU_DECODE_FLOPS_PER_CORE)
+    let per_core = if fast {
+        CPU_DECODE_FLOPS_PER_CORE
     } else {
-        (
-            CPU_DECODE_FLOPS_PER_CORE_SCALAR,
-            CPU_DECODE_FLOPS_PER_CORE_SCALAR,
-        )
+        CPU_DECODE_FLOPS_PER_CORE_SCALAR
+    };
+    let plain = if fast && this_machine {
+        CPU_DECODE_FLOPS_PER_CORE_PLAIN
+    } else {
+        per_core
     };
     let threads = f64::from(threads.max(1));
     Throughput {
@@ -233,10 +245,11 @@ pub fn cpu_throughput(
 /// dense FP16 throughput.
 #[must_use]
 pub fn gpu_throughput(bandwidth: f64, fp16_flops: Option<f64>) -> Throughput {
+    let flops = fp16_flops.map_or(bandwidth * GPU_FLOPS_PER_BYTE, |f| f * GPU_FP16_EFFICIENCY);
     Throughput {
         bandwidth: bandwidth * GPU_BANDWIDTH_EFFICIENCY,
-        flops: fp16_flops.map_or(bandwidth * GPU_FLOPS_PER_BYTE, |f| f * GPU_FP16_EFFICIENCY),
-        flops_plain: fp16_flops.map_or(bandwidth * GPU_FLOPS_PER_BYTE, |f| f * GPU_FP16_EFFICIENCY),
+        flops,
+        flops_plain: flops,
         per_layer_s: GPU_PER_LAYER_S,
         per_vocab_s: 0.0,
     }
@@ -260,10 +273,11 @@ pub const GPU_NODES_PER_LAYER: f64 = 20.0;
 #[must_use]
 pub fn measured_throughput(m: &crate::hw::MeasuredSpeed) -> Throughput {
     let bandwidth = m.bandwidth_bytes_per_s as f64;
+    let flops = bandwidth * GPU_FLOPS_PER_BYTE;
     Throughput {
         bandwidth,
-        flops: bandwidth * GPU_FLOPS_PER_BYTE,
-        flops_plain: bandwidth * GPU_FLOPS_PER_BYTE,
+        flops,
+        flops_plain: flops,
         per_layer_s: m.per_node_ns as f64 * 1e-9 * GPU_NODES_PER_LAYER,
         per_vocab_s: 0.0,
     }
@@ -371,18 +385,12 @@ impl RamBasis {
     /// calibration `cal` (see [`calibration_of`]).
     #[must_use]
     pub fn of(hw: &HardwareSnapshot, cal: Option<SpeedCalibration>, bytes_per_token: u64) -> Self {
-        let threads = hw.cpu.physical_cores.max(1);
-        let t = cpu_throughput(
-            hw.ram.bandwidth_bytes_per_s,
-            threads,
-            &hw.cpu.features,
-            hw.host == Host::ThisMachine,
-        );
+        let t = cpu_of(hw);
         RamBasis {
             bandwidth_bytes_per_s: hw.ram.bandwidth_bytes_per_s,
             source: RamBandwidthSource::of(hw, cal.is_some()),
             host: hw.host,
-            threads,
+            threads: hw.cpu.physical_cores.max(1),
             per_layer_s: t.per_layer_s,
             per_vocab_s: t.per_vocab_s,
             flops_per_s: t.flops,
