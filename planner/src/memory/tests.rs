@@ -151,6 +151,31 @@ fn weights_match_llama_cpp() {
     );
 }
 
+/// The weights the CPU reads per token in their file layout (what the speed
+/// model prices at the slower plain rate) are all it reads when nothing is
+/// repacked, and fewer when llama.cpp repacks some of them.
+#[test]
+fn the_cpu_reads_unrepacked_only_what_stayed_in_the_plain_buffer() {
+    let (rules, cases) = recorded();
+    let m = recording_machine(rules);
+    let pl = Placement::cpu_only();
+    let mut repacked = 0;
+    for r in cases {
+        let w = weights_of(r.profile, &pl, &m, r.settings.repack);
+        assert!(w.cpu_active_plain <= w.cpu_active, "{}", r.label);
+        if w.cpu_repack == 0 {
+            assert_eq!(w.cpu_active_plain, w.cpu_active, "{}", r.label);
+        } else {
+            assert!(w.cpu_active_plain < w.cpu_active, "{}", r.label);
+            repacked += 1;
+        }
+        // Without repacking the same file is read all plain.
+        let plain = weights_of(r.profile, &pl, &m, false);
+        assert_eq!(plain.cpu_active_plain, plain.cpu_active, "{}", r.label);
+    }
+    assert!(repacked > 0, "the recording must include repacked weights");
+}
+
 /// The KV cache, byte for byte: every context, sequence count, cache type,
 /// flash attention setting and sliding-window cache recorded.
 #[test]
