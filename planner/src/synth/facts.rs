@@ -730,9 +730,10 @@ fn check_lfm2(f: &PartialFacts, block_count: u32) -> Result<(), FactsError> {
 }
 
 /// Granite 4.0 H's own facts are stated: the Mamba-2 sizes, which layers
-/// attend, and the experts (the dense layout, Granite 4.0 H Micro's, is not
-/// recorded against llama.cpp); llama.cpp loads only an inner size of twice
-/// the hidden size (`src/models/granite-hybrid.cpp`), one expert width
+/// attend, and with experts the shared expert's width (without, every layer
+/// has a dense FFN of `feed_forward_length`: Micro and the Nano sizes);
+/// llama.cpp loads only an inner size of twice the hidden size
+/// (`src/models/granite-hybrid.cpp`), one expert width
 /// (`feed_forward_length`), and groups that divide the inner size.
 fn check_granitehybrid(
     f: &PartialFacts,
@@ -753,22 +754,21 @@ fn check_granitehybrid(
     need!(ssm_state_size);
     need!(ssm_time_step_rank);
     need!(ssm_group_count);
-    need!(expert_count);
-    need!(expert_shared_feed_forward_length);
+    let moe = f.expert_count.unwrap_or(0) > 0;
+    if moe {
+        need!(expert_shared_feed_forward_length);
+    }
     if !missing.is_empty() {
         return Err(FactsError::Missing(missing));
     }
     let bad = |why: String| Err(FactsError::Inconsistent(format!("granitehybrid {why}")));
-    if f.expert_count == Some(0) {
-        return bad("without experts (the dense layout is not recorded)".into());
-    }
     if f.ssm_inner_size != Some(embedding_length.saturating_mul(2)) {
         return bad(format!(
             "ssm_inner_size {:?}: llama.cpp loads twice the hidden size",
             f.ssm_inner_size
         ));
     }
-    if f.expert_feed_forward_length != f.feed_forward_length {
+    if moe && f.expert_feed_forward_length != f.feed_forward_length {
         return bad("expert_feed_forward_length differs from feed_forward_length".into());
     }
     let groups = f.ssm_group_count.unwrap_or(0);
@@ -1144,8 +1144,12 @@ fn zoo_parts(f: &ArchFacts) -> Option<(Vec<(String, Value)>, Vec<(String, Vec<u6
             n_group: f.ssm_group_count?,
             n_expert: u64::from(f.expert_count),
             n_expert_used: f.expert_used_count,
-            n_ff_exp: f.expert_feed_forward_length,
-            n_ff_shexp: f.expert_shared_feed_forward_length?,
+            n_ff_exp: if f.expert_count > 0 {
+                f.expert_feed_forward_length
+            } else {
+                f.feed_forward_length
+            },
+            n_ff_shexp: f.expert_shared_feed_forward_length.unwrap_or(0),
             tied: f.tied_embeddings,
         }),
         "gemma4" => gemma4::gemma4(&gemma4::Gemma4 {
@@ -2379,8 +2383,11 @@ mod tests {
 
     /// A catalog entry of Granite 4.0 H gets the zoo's Granite-4.0-H-Tiny
     /// header, tensor for tensor and key for key (the zoo's is held to
-    /// llama.cpp's accounting); an inner size llama.cpp does not load, or
-    /// no experts, is refused.
+    /// llama.cpp's accounting); an inner size llama.cpp does not load is
+    /// refused. Without experts every layer has a dense FFN of
+    /// `feed_forward_length` and nothing of the router (Granite 4.0 H
+    /// Micro: 36 Mamba-2 layers of 13 tensors and 4 attention layers of 9,
+    /// the tied embedding and the output norm, 506 tensors).
     #[test]
     fn granitehybrid_facts_give_the_zoo_s_header() -> Result<(), FactsError> {
         use crate::synth::zoo::{self, Model};
@@ -2404,13 +2411,30 @@ mod tests {
                 ssm_inner_size: Some(1536),
                 ..granite4_h_tiny()
             },
-            PartialFacts {
-                expert_count: Some(0),
-                ..granite4_h_tiny()
-            },
         ] {
             assert!(matches!(wrong.complete(), Err(FactsError::Inconsistent(_))));
         }
+        let micro = PartialFacts {
+            embedding_length: Some(2048),
+            feed_forward_length: Some(8192),
+            head_count: Some(32),
+            head_count_kv: Some(8),
+            expert_count: None,
+            expert_used_count: None,
+            expert_feed_forward_length: None,
+            expert_shared_feed_forward_length: None,
+            ssm_inner_size: Some(4096),
+            ssm_time_step_rank: Some(64),
+            ..granite4_h_tiny()
+        }
+        .complete()?;
+        let h = header(&micro, FileType::Q8_0)?;
+        assert_eq!(h.tensors.len(), 506);
+        let dims = |name: &str| h.tensors.iter().find(|t| t.name == name).map(|t| t.dims.clone());
+        assert_eq!(dims("blk.0.ffn_up.weight"), Some(vec![2048, 8192]));
+        assert_eq!(dims("blk.5.ffn_down.weight"), Some(vec![8192, 2048]));
+        assert_eq!(dims("blk.0.ffn_gate_inp.weight"), None);
+        assert_eq!(dims("blk.5.attn_k.weight"), Some(vec![2048, 512]));
         Ok(())
     }
 

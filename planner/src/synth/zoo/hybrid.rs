@@ -64,9 +64,9 @@ pub(super) fn granite4_h_tiny() -> Draft {
     })
 }
 
-/// The hyper-parameters of a Granite 4.0 H MoE model (`granitehybrid`),
-/// under the names of its GGUF keys where it has one. The dense FFN layout
-/// (no experts) is not laid out: its accounting is not recorded.
+/// The hyper-parameters of a Granite 4.0 H model (`granitehybrid`), under
+/// the names of its GGUF keys where it has one: with experts (Tiny, Small)
+/// or a dense FFN on every layer (Micro, the Nano sizes).
 pub(crate) struct Granite4H {
     pub n_layer: u32,
     pub n_embd: u64,
@@ -88,19 +88,22 @@ pub(crate) struct Granite4H {
     pub n_ssm_head: u64,
     /// `ssm.group_count`.
     pub n_group: u64,
+    /// 0: a dense FFN of `n_ff_exp` on every layer.
     pub n_expert: u64,
     pub n_expert_used: u32,
-    /// `feed_forward_length`: one expert's width.
+    /// `feed_forward_length`: one expert's width, or the dense FFN's.
     pub n_ff_exp: u64,
-    /// `expert_shared_feed_forward_length` (0: no shared expert).
+    /// `expert_shared_feed_forward_length` (0: no shared expert; the dense
+    /// layout has none, whatever the header says).
     pub n_ff_shexp: u64,
     /// No `output.weight`: the output is the token embedding.
     pub tied: bool,
 }
 
-/// A Granite 4.0 H MoE model: the keys and tensors of
-/// `src/models/granite-hybrid.cpp`. The scale keys are Tiny's: they size
-/// nothing.
+/// A Granite 4.0 H model: the keys and tensors of
+/// `src/models/granite-hybrid.cpp` (with experts, the router, the experts
+/// and the shared expert; without, `ffn_gate`/`ffn_up`/`ffn_down`). The
+/// scale keys are Tiny's: they size nothing.
 pub(crate) fn granite4_h(p: &Granite4H) -> Draft {
     let embd = p.n_embd;
     let (inner, state, groups, ssm_heads) = (p.d_inner, p.d_state, p.n_group, p.n_ssm_head);
@@ -173,6 +176,12 @@ pub(crate) fn granite4_h(p: &Granite4H) -> Draft {
             d.blk(il, "ssm_out.weight", &[inner, embd]);
         }
         d.blk(il, "ffn_norm.weight", &[embd]);
+        if experts == 0 {
+            d.blk(il, "ffn_gate.weight", &[embd, ff_exp]);
+            d.blk(il, "ffn_down.weight", &[ff_exp, embd]);
+            d.blk(il, "ffn_up.weight", &[embd, ff_exp]);
+            continue;
+        }
         d.blk(il, "ffn_gate_inp.weight", &[embd, experts]);
         d.blk(il, "ffn_gate_exps.weight", &[embd, ff_exp, experts]);
         d.blk(il, "ffn_down_exps.weight", &[ff_exp, embd, experts]);
