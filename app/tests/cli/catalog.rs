@@ -123,8 +123,18 @@ type Stated = BTreeMap<&'static str, Value>;
 ///   `key type = value` lines read from a GGUF file;
 /// - `gguf metadata json`: the same keys as JSON lines (`"llama4.block_count":
 ///   48,`), as Ollama's `/api/show` lists a model's `model_info`;
+/// - `ollama metadata`: the same keys as Ollama's model pages list a
+///   blob's metadata, each key on a bulleted line and its value on the next
+///   (`• granitehybrid.block_count` / `40`); arrays are elided there
+///   (`[0, 0, 0, 0, 0, ...]`) and state nothing;
 /// - `model card`: a model card's overview ("Number of Layers: 24", "tied
-///   word embeddings", "MXFP4 quantization of the MoE weights");
+///   word embeddings", "shared input/output embeddings", "MXFP4
+///   quantization of the MoE weights");
+/// - `model card table`: a card's architecture table (Markdown or HTML) that
+///   covers several models, one column each: the source's `column` names
+///   the model's header cell, and each row's label says what its cell in
+///   that column states ("Number of KV heads", "Embedding size", "Number of
+///   layers" as "4 attention / 36 Mamba2", …; IBM's Granite 4.0 cards);
 /// - `transformers config`: the defaults a `transformers` config class
 ///   declares (`num_hidden_layers: int = 35`) where its docstring says they
 ///   are one model's ("a Gemma3nText gemma3n_text-E4B style
@@ -145,7 +155,9 @@ const DIALECTS: &[&str] = &[
     "maxtext",
     "llama.cpp log",
     "gguf metadata json",
+    "ollama metadata",
     "model card",
+    "model card table",
 ];
 
 /// `config.json` `model_type` → GGUF architecture.
@@ -269,8 +281,40 @@ fn from_config_json(excerpt: &str) -> Result<Stated, String> {
     if !text.starts_with('{') {
         text = format!("{{{text}}}");
     }
-    let v: Value = serde_json::from_str(&text).map_err(|e| format!("not JSON: {e}"))?;
+    let v: Value = serde_json::from_str(&text)
+        .or_else(|e| serde_json::from_str(&closed(&text)).map_err(|_| e))
+        .map_err(|e| format!("not JSON: {e}"))?;
     Ok(from_config_value(v))
+}
+
+/// A page the store cut short after a whole line (`"num_attention_heads":
+/// 12`), closed with the brackets still open: it states what it shows.
+fn closed(text: &str) -> String {
+    let mut open = Vec::new();
+    let (mut in_str, mut escaped) = (false, false);
+    for c in text.chars() {
+        if in_str {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_str = true,
+            '{' => open.push('}'),
+            '[' => open.push(']'),
+            '}' | ']' => {
+                open.pop();
+            }
+            _ => {}
+        }
+    }
+    let mut out = text.trim_end().trim_end_matches(',').to_string();
+    out.extend(open.iter().rev());
+    out
 }
 
 /// A Hugging Face file page as the docs corpus stores it, every line in
@@ -1015,6 +1059,74 @@ fn from_gguf_metadata_json(excerpt: &str) -> Stated {
     from_llama_cpp_log(&lines.join("\n"))
 }
 
+/// A blob's metadata as Ollama's model pages list it: `• key` on one line,
+/// its value on the next non-empty one; read as the `key type = value`
+/// lines of a llama.cpp log (an elided array, `[0, 0, 0, 0, 0, ...]`, is no
+/// number and states nothing).
+fn from_ollama_metadata(excerpt: &str) -> Stated {
+    let mut lines = Vec::new();
+    let mut key: Option<&str> = None;
+    for line in excerpt.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if let Some(k) = line.strip_prefix('•') {
+            key = Some(k.trim());
+        } else if let Some(k) = key.take() {
+            lines.push(format!("{k} ollama = {line}"));
+        }
+    }
+    from_llama_cpp_log(&lines.join("\n"))
+}
+
+/// One model's column of a card's architecture table: the header row holds
+/// `column`, and each labelled row's cell in that column states one fact.
+/// A cell of several counts ("4 attention / 36 Mamba2") states their sum as
+/// the layer count; "-" or a rounded figure ("128K") states nothing.
+fn from_card_table(excerpt: &str, column: &str) -> Result<Stated, String> {
+    let rows = table_rows(excerpt);
+    let at = rows
+        .iter()
+        .find_map(|cells| cells.iter().position(|c| c == column))
+        .ok_or(format!("no header cell '{column}'"))?;
+    let cell = |label: &str| -> Option<&str> {
+        rows.iter()
+            .find(|c| c.get(1).is_some_and(|l| l.eq_ignore_ascii_case(label)))
+            .and_then(|c| c.get(at))
+            .map(String::as_str)
+    };
+    let count = |label: &str| cell(label).and_then(int);
+    let mut s = Stated::new();
+    let mut put = |key: &'static str, v: Option<u64>| {
+        if let Some(v) = v {
+            s.insert(key, v.into());
+        }
+    };
+    let layers = cell("Number of layers").and_then(|c| {
+        let parts: Vec<Option<u64>> = c
+            .split('/')
+            .map(|p| p.split_whitespace().next().and_then(int))
+            .collect();
+        parts.iter().copied().sum::<Option<u64>>()
+    });
+    put("block_count", layers);
+    put("embedding_length", count("Embedding size"));
+    put("key_length", count("Attention head size"));
+    put("head_count", count("Number of attention heads"));
+    put("head_count_kv", count("Number of KV heads"));
+    put("ssm_state_size", count("Mamba2 state size"));
+    put("ssm_time_step_rank", count("Number of Mamba2 heads"));
+    let experts = count("Num. Experts");
+    put("expert_count", experts);
+    put("expert_used_count", count("Num. active Experts"));
+    put("expert_feed_forward_length", count("Expert hidden size"));
+    // One row for the dense MLP and the MoE models' shared expert.
+    let mlp = count("MLP / Shared expert hidden size");
+    if experts.is_some() {
+        put("expert_shared_feed_forward_length", mlp);
+    } else {
+        put("feed_forward_length", mlp);
+    }
+    Ok(s)
+}
+
 /// A model card's overview (Qwen's list of layers, heads and context;
 /// gpt-oss's MXFP4 experts).
 fn from_model_card(excerpt: &str) -> Stated {
@@ -1045,7 +1157,9 @@ fn from_model_card(excerpt: &str) -> Stated {
         if let Some(n) = number_after(&plain, "Context Length:") {
             s.insert("context_length", n.into());
         }
-        if plain.contains("tied word embeddings") {
+        if plain.contains("tied word embeddings")
+            || plain.contains("shared input/output embeddings")
+        {
             s.insert("tied_embeddings", true.into());
         }
         // gpt-oss: the experts ship (and stay) in MXFP4.
@@ -1058,6 +1172,12 @@ fn from_model_card(excerpt: &str) -> Stated {
 
 /// What a kept excerpt states, under the catalog's names.
 fn stated(dialect: &str, excerpt: &str) -> Result<Stated, String> {
+    stated_in(dialect, excerpt, None)
+}
+
+/// What a kept excerpt states, with the column a `model card table` source
+/// names.
+fn stated_in(dialect: &str, excerpt: &str, column: Option<&str>) -> Result<Stated, String> {
     Ok(match dialect {
         "config.json" => from_config_json(excerpt)?,
         "transformers config" => from_transformers_config(excerpt),
@@ -1066,7 +1186,11 @@ fn stated(dialect: &str, excerpt: &str) -> Result<Stated, String> {
         "maxtext" => from_maxtext(excerpt),
         "llama.cpp log" => from_llama_cpp_log(excerpt),
         "gguf metadata json" => from_gguf_metadata_json(excerpt),
+        "ollama metadata" => from_ollama_metadata(excerpt),
         "model card" => from_model_card(excerpt),
+        "model card table" => {
+            from_card_table(excerpt, column.ok_or("a model card table source needs its column")?)?
+        }
         d => return Err(format!("unknown dialect '{d}' (known: {DIALECTS:?})")),
     })
 }
@@ -1102,7 +1226,7 @@ fn check_arch(e: &Entry, m: &Value, laid_out_tensors: Option<u64>) -> Vec<String
         if address.trim().is_empty() || excerpt.trim().is_empty() {
             bad.push(format!("arch_sources[{i}] is empty"));
         }
-        match stated(dialect, excerpt) {
+        match stated_in(dialect, excerpt, src["column"].as_str()) {
             Ok(s) if s.is_empty() => bad.push(format!("{address}: states no fact")),
             Ok(s) => all.push((address.to_string(), s)),
             Err(err) => bad.push(format!("{address}: {err}")),
@@ -1541,6 +1665,68 @@ fn a_number_unlike_its_excerpt_is_caught() {
         granite.get("attention_layers"),
         Some(&Value::from(vec![1u64]))
     );
+    // A Hugging Face page the store cut short after a whole line still
+    // states what it shows.
+    let cut = stated(
+        "config.json",
+        "| { |\n| \"hidden_size\": 1536, |\n| \"layer_types\": [ |\n| \"mamba\", |\n\
+         | \"attention\" |\n| ], |\n| \"model_type\": \"granitemoehybrid\", |\n\
+         | \"num_attention_heads\": 12, |",
+    )
+    .expect("a cut page");
+    assert_eq!(
+        (
+            n(&cut, "embedding_length"),
+            n(&cut, "head_count"),
+            cut.get("attention_layers")
+        ),
+        (Some(1536), Some(12), Some(&Value::from(vec![1u64])))
+    );
+    // Ollama's page of a blob's metadata: a key on a bulleted line, its
+    // value on the next; an elided array states nothing.
+    let ollama = stated(
+        "ollama metadata",
+        "9811e90b0eec · 4.2GB\n    Metadata\n  • general.architecture\n    granitehybrid\n\
+         \x20 • granitehybrid.attention.head_count_kv\n    [0, 0, 0, 0, 0, ...]\n\
+         \x20 • granitehybrid.block_count\n    40\n  • granitehybrid.ssm.time_step_rank\n    48",
+    )
+    .expect("ollama");
+    assert_eq!(
+        (
+            ollama.get("architecture"),
+            n(&ollama, "block_count"),
+            n(&ollama, "ssm_time_step_rank"),
+            n(&ollama, "head_count_kv")
+        ),
+        (Some(&Value::from("granitehybrid")), Some(40), Some(48), None)
+    );
+    // A card's table of several models: the named column's cells.
+    let table = "<tr>\n<th>Model</th>\n<th>H Micro Dense</th>\n<th>H Tiny MoE</th>\n</tr>\n\
+         <tr>\n<td>Number of layers</td>\n<td>4 attention / 36 Mamba2</td>\n<td>4 attention / 36 Mamba2</td>\n</tr>\n\
+         <tr>\n<td>Number of KV heads</td>\n<td>8</td>\n<td>4</td>\n</tr>\n\
+         <tr>\n<td>MLP / Shared expert hidden size</td>\n<td>8192</td>\n<td>1024</td>\n</tr>\n\
+         <tr>\n<td>Num. Experts</td>\n<td>-</td>\n<td>64</td>\n</tr>\n\
+         <tr>\n<td>Sequence length</td>\n<td>128K</td>\n<td>128K</td>\n</tr>";
+    let tiny = stated_in("model card table", table, Some("H Tiny MoE")).expect("table");
+    assert_eq!(
+        [
+            "block_count",
+            "head_count_kv",
+            "expert_count",
+            "expert_shared_feed_forward_length",
+            "feed_forward_length",
+            "context_length",
+        ]
+        .map(|k| n(&tiny, k)),
+        [Some(40), Some(4), Some(64), Some(1024), None, None]
+    );
+    let micro = stated_in("model card table", table, Some("H Micro Dense")).expect("table");
+    assert_eq!(
+        ["head_count_kv", "expert_count", "feed_forward_length"].map(|k| n(&micro, k)),
+        [Some(8), None, Some(8192)]
+    );
+    assert!(stated("model card table", table).is_err(), "needs a column");
+    assert!(stated_in("model card table", table, Some("H Huge")).is_err());
     // A llama.cpp dump of a hybrid: print_info's whole `n_head_kv` list
     // states the attention layers and their KV heads; the convolution's
     // length is `shortconv.l_cache`.
@@ -1952,6 +2138,14 @@ fn table_rows(excerpt: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// A table's cell ("75.2", "32.59") is the record's score, a fraction, to
+/// the cell's own precision.
+fn same_score(cell: &str, gpqa: f64) -> bool {
+    let decimals = cell.split_once('.').map_or(0, |(_, d)| d.len());
+    cell == format!("{:.*}", decimals, gpqa * 100.0)
+        && cell.parse::<f64>().is_ok_and(|c| (c - gpqa * 100.0).abs() < 1e-9)
+}
+
 /// Every `quality` of `models.toml` follows from the evidence kept in
 /// `tests/catalog/quality-facts.json` (issue #20): a board row whose score
 /// it is, a board sibling of the same release and the stated Elo per
@@ -2034,12 +2228,27 @@ fn every_quality_figure_follows_from_its_kept_evidence() {
                     let row = rows
                         .iter()
                         .find(|c| c.get(1).is_some_and(|l| l.starts_with("GPQA")));
+                    // The cell as written ("75.2", "32.59"): the record's
+                    // score to the cell's own precision.
                     matches!((at, row), (Some(i), Some(row))
-                        if row.get(i).map(String::as_str)
-                            == Some(format!("{:.1}", gpqa * 100.0).as_str()))
+                        if row.get(i).is_some_and(|cell| same_score(cell, gpqa)))
+                });
+                // Or a table with a row per model and a GPQA column ("|
+                // **Magistral Small 1.2** | … | **70.07%** |"): the record
+                // names the model's row.
+                let in_row = r["row"].as_str().is_some_and(|label| {
+                    let rows = table_rows(excerpt);
+                    let at = rows
+                        .iter()
+                        .find_map(|c| c.iter().position(|x| x.starts_with("GPQA")));
+                    let row = rows.iter().find(|c| c.get(1).is_some_and(|l| l == label));
+                    matches!((at, row), (Some(i), Some(row))
+                        if row.get(i).is_some_and(|cell| {
+                            same_score(cell.trim_matches(|c| c == '*' || c == '%'), gpqa)
+                        }))
                 });
                 assert!(
-                    excerpt.contains(&format!("\"score\": {gpqa}")) || in_table || in_column,
+                    excerpt.contains(&format!("\"score\": {gpqa}")) || in_table || in_column || in_row,
                     "{}: {excerpt}",
                     e.id
                 );
@@ -2085,6 +2294,7 @@ fn zoo_laid_out_entries_match_llama_cpp_accounting() {
         "olmo2",
         "smollm3",
         "lfm2",
+        "granitehybrid",
     ];
     let cat = catalog();
     let hw = hw::apply_overrides(
