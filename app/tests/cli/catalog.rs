@@ -135,6 +135,10 @@ type Stated = BTreeMap<&'static str, Value>;
 ///   the model's header cell, and each row's label says what its cell in
 ///   that column states ("Number of KV heads", "Embedding size", "Number of
 ///   layers" as "4 attention / 36 Mamba2", …; IBM's Granite 4.0 cards);
+/// - `gguf key table`: a Markdown table of a GGUF file's embedded keys,
+///   without the architecture's prefix (`| context_length | 131072 |`), as
+///   a user's notes list what a file carries; only rows whose key is one of
+///   the catalog's names state anything;
 /// - `transformers config`: the defaults a `transformers` config class
 ///   declares (`num_hidden_layers: int = 35`) where its docstring says they
 ///   are one model's ("a Gemma3nText gemma3n_text-E4B style
@@ -158,6 +162,7 @@ const DIALECTS: &[&str] = &[
     "ollama metadata",
     "model card",
     "model card table",
+    "gguf key table",
 ];
 
 /// `config.json` `model_type` → GGUF architecture.
@@ -1076,6 +1081,28 @@ fn from_ollama_metadata(excerpt: &str) -> Stated {
     from_llama_cpp_log(&lines.join("\n"))
 }
 
+/// A Markdown table of GGUF keys without their prefix: a row states its
+/// key where the key is one of the catalog's names and the value a count.
+fn from_gguf_key_table(excerpt: &str) -> Stated {
+    const KEYS: &[&str] = &[
+        "block_count",
+        "context_length",
+        "embedding_length",
+        "feed_forward_length",
+        "vocab_size",
+    ];
+    let mut s = Stated::new();
+    for cells in table_rows(excerpt) {
+        if let (Some(key), Some(value)) = (cells.get(1), cells.get(2))
+            && let Some(&k) = KEYS.iter().find(|&&k| k == key)
+            && let Some(v) = int(value)
+        {
+            s.insert(k, v.into());
+        }
+    }
+    s
+}
+
 /// One model's column of a card's architecture table: the header row holds
 /// `column`, and each labelled row's cell in that column states one fact.
 /// A cell of several counts ("4 attention / 36 Mamba2") states their sum as
@@ -1188,6 +1215,7 @@ fn stated_in(dialect: &str, excerpt: &str, column: Option<&str>) -> Result<State
         "gguf metadata json" => from_gguf_metadata_json(excerpt),
         "ollama metadata" => from_ollama_metadata(excerpt),
         "model card" => from_model_card(excerpt),
+        "gguf key table" => from_gguf_key_table(excerpt),
         "model card table" => {
             from_card_table(excerpt, column.ok_or("a model card table source needs its column")?)?
         }
@@ -1726,6 +1754,17 @@ fn a_number_unlike_its_excerpt_is_caught() {
         [Some(8), None, Some(8192)]
     );
     assert!(stated("model card table", table).is_err(), "needs a column");
+    // A table of a file's embedded keys: only the catalog's names count.
+    let keys = stated(
+        "gguf key table",
+        "| Context Window | 131,072 tokens (128K) |\n| Parameter | Value |\n|---|---|\n\
+         | max_tokens | 131072 |\n| context_length | 131072 |",
+    )
+    .expect("table");
+    assert_eq!(
+        keys.into_iter().collect::<Vec<_>>(),
+        vec![("context_length", Value::from(131072u64))]
+    );
     assert!(stated_in("model card table", table, Some("H Huge")).is_err());
     // A llama.cpp dump of a hybrid: print_info's whole `n_head_kv` list
     // states the attention layers and their KV heads; the convolution's
