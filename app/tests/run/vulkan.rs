@@ -181,7 +181,11 @@ fn hold_per_device(on: &str, report: &[String], fails: Vec<String>) {
 /// few tokens: lavapipe decodes at about 0.4 tok/s), on the device the plan
 /// put its layers on; the peak RSS (which includes the device's memory and
 /// the scratch it allocates at the first decode) is within 1.00-1.15 below
-/// the plan's RAM peak.
+/// the plan's RAM peak. Mesa compiles lavapipe's pipelines with LLVM the
+/// first time a machine runs them and keeps them in its shader cache
+/// (`~/.cache/mesa_shader_cache`); that compile's memory, not the plan's,
+/// put a cold run's peak at 605 MiB against 486 planned (a warm run's is
+/// 461), so a first, unmeasured run fills the cache.
 #[test]
 fn every_layer_on_lavapipe_gives_the_cpu_s_answer() {
     let _gate = one_at_a_time();
@@ -215,6 +219,9 @@ fn every_layer_on_lavapipe_gives_the_cpu_s_answer() {
         serde_json::from_slice(&out.stdout).expect("run --json")
     };
     let cpu = ask(None);
+    // Mesa's shader cache filled, whatever ran on lavapipe before.
+    let warm = ask(Some("99"));
+    assert_eq!(warm["text"], cpu["text"], "greedy text on lavapipe");
     assert!(
         cpu["text"].as_str().unwrap_or("").contains("Paris"),
         "{}",
