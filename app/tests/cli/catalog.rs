@@ -1216,9 +1216,10 @@ fn stated_in(dialect: &str, excerpt: &str, column: Option<&str>) -> Result<State
         "ollama metadata" => from_ollama_metadata(excerpt),
         "model card" => from_model_card(excerpt),
         "gguf key table" => from_gguf_key_table(excerpt),
-        "model card table" => {
-            from_card_table(excerpt, column.ok_or("a model card table source needs its column")?)?
-        }
+        "model card table" => from_card_table(
+            excerpt,
+            column.ok_or("a model card table source needs its column")?,
+        )?,
         d => return Err(format!("unknown dialect '{d}' (known: {DIALECTS:?})")),
     })
 }
@@ -1726,7 +1727,12 @@ fn a_number_unlike_its_excerpt_is_caught() {
             n(&ollama, "ssm_time_step_rank"),
             n(&ollama, "head_count_kv")
         ),
-        (Some(&Value::from("granitehybrid")), Some(40), Some(48), None)
+        (
+            Some(&Value::from("granitehybrid")),
+            Some(40),
+            Some(48),
+            None
+        )
     );
     // A card's table of several models: the named column's cells.
     let table = "<tr>\n<th>Model</th>\n<th>H Micro Dense</th>\n<th>H Tiny MoE</th>\n</tr>\n\
@@ -2182,7 +2188,9 @@ fn table_rows(excerpt: &str) -> Vec<Vec<String>> {
 fn same_score(cell: &str, gpqa: f64) -> bool {
     let decimals = cell.split_once('.').map_or(0, |(_, d)| d.len());
     cell == format!("{:.*}", decimals, gpqa * 100.0)
-        && cell.parse::<f64>().is_ok_and(|c| (c - gpqa * 100.0).abs() < 1e-9)
+        && cell
+            .parse::<f64>()
+            .is_ok_and(|c| (c - gpqa * 100.0).abs() < 1e-9)
 }
 
 /// Every `quality` of `models.toml` follows from the evidence kept in
@@ -2282,12 +2290,15 @@ fn every_quality_figure_follows_from_its_kept_evidence() {
                         .find_map(|c| c.iter().position(|x| x.starts_with("GPQA")));
                     let row = rows.iter().find(|c| c.get(1).is_some_and(|l| l == label));
                     matches!((at, row), (Some(i), Some(row))
-                        if row.get(i).is_some_and(|cell| {
-                            same_score(cell.trim_matches(|c| c == '*' || c == '%'), gpqa)
-                        }))
+                    if row.get(i).is_some_and(|cell| {
+                        same_score(cell.trim_matches(|c| c == '*' || c == '%'), gpqa)
+                    }))
                 });
                 assert!(
-                    excerpt.contains(&format!("\"score\": {gpqa}")) || in_table || in_column || in_row,
+                    excerpt.contains(&format!("\"score\": {gpqa}"))
+                        || in_table
+                        || in_column
+                        || in_row,
                     "{}: {excerpt}",
                     e.id
                 );

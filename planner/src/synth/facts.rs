@@ -2406,12 +2406,10 @@ mod tests {
             assert_eq!(keys(&ours), keys(&zoo));
             assert_eq!(header_direct(&f, ftype, tensors(&f, ftype))?, ours);
         }
-        for wrong in [
-            PartialFacts {
-                ssm_inner_size: Some(1536),
-                ..granite4_h_tiny()
-            },
-        ] {
+        for wrong in [PartialFacts {
+            ssm_inner_size: Some(1536),
+            ..granite4_h_tiny()
+        }] {
             assert!(matches!(wrong.complete(), Err(FactsError::Inconsistent(_))));
         }
         let micro = PartialFacts {
@@ -2430,7 +2428,12 @@ mod tests {
         .complete()?;
         let h = header(&micro, FileType::Q8_0)?;
         assert_eq!(h.tensors.len(), 506);
-        let dims = |name: &str| h.tensors.iter().find(|t| t.name == name).map(|t| t.dims.clone());
+        let dims = |name: &str| {
+            h.tensors
+                .iter()
+                .find(|t| t.name == name)
+                .map(|t| t.dims.clone())
+        };
         assert_eq!(dims("blk.0.ffn_up.weight"), Some(vec![2048, 8192]));
         assert_eq!(dims("blk.5.ffn_down.weight"), Some(vec![8192, 2048]));
         assert_eq!(dims("blk.0.ffn_gate_inp.weight"), None);
