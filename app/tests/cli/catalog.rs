@@ -1109,16 +1109,10 @@ fn from_gguf_key_table(excerpt: &str) -> Stated {
 /// the layer count; "-" or a rounded figure ("128K") states nothing.
 fn from_card_table(excerpt: &str, column: &str) -> Result<Stated, String> {
     let rows = table_rows(excerpt);
-    let at = rows
-        .iter()
-        .find_map(|cells| cells.iter().position(|c| c == column))
-        .ok_or(format!("no header cell '{column}'"))?;
-    let cell = |label: &str| -> Option<&str> {
-        rows.iter()
-            .find(|c| c.get(1).is_some_and(|l| l.eq_ignore_ascii_case(label)))
-            .and_then(|c| c.get(at))
-            .map(String::as_str)
-    };
+    if !rows.iter().flatten().any(|c| c == column) {
+        return Err(format!("no header cell '{column}'"));
+    }
+    let cell = |label: &str| table_cell(&rows, |c| c == column, |l| l.eq_ignore_ascii_case(label));
     let count = |label: &str| cell(label).and_then(int);
     let mut s = Stated::new();
     let mut put = |key: &'static str, v: Option<u64>| {
@@ -1127,11 +1121,9 @@ fn from_card_table(excerpt: &str, column: &str) -> Result<Stated, String> {
         }
     };
     let layers = cell("Number of layers").and_then(|c| {
-        let parts: Vec<Option<u64>> = c
-            .split('/')
+        c.split('/')
             .map(|p| p.split_whitespace().next().and_then(int))
-            .collect();
-        parts.iter().copied().sum::<Option<u64>>()
+            .sum::<Option<u64>>()
     });
     put("block_count", layers);
     put("embedding_length", count("Embedding size"));
@@ -2183,14 +2175,29 @@ fn table_rows(excerpt: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
-/// A table's cell ("75.2", "32.59") is the record's score, a fraction, to
-/// the cell's own precision.
+/// The cell of `rows` (from [`table_rows`]) in the column of the first cell
+/// `header` accepts and the first row whose label (its first cell) `label`
+/// accepts.
+fn table_cell(
+    rows: &[Vec<String>],
+    header: impl Fn(&str) -> bool,
+    label: impl Fn(&str) -> bool,
+) -> Option<&str> {
+    let at = rows
+        .iter()
+        .find_map(|cells| cells.iter().position(|c| header(c)))?;
+    rows.iter()
+        .find(|cells| cells.get(1).is_some_and(|l| label(l)))?
+        .get(at)
+        .map(String::as_str)
+}
+
+/// A table's cell ("75.2", "32.59", "**70.07%**") is the record's score, a
+/// fraction, as written.
 fn same_score(cell: &str, gpqa: f64) -> bool {
-    let decimals = cell.split_once('.').map_or(0, |(_, d)| d.len());
-    cell == format!("{:.*}", decimals, gpqa * 100.0)
-        && cell
-            .parse::<f64>()
-            .is_ok_and(|c| (c - gpqa * 100.0).abs() < 1e-9)
+    cell.trim_matches(|c| c == '*' || c == '%')
+        .parse::<f64>()
+        .is_ok_and(|c| (c - gpqa * 100.0).abs() < 1e-9)
 }
 
 /// Every `quality` of `models.toml` follows from the evidence kept in
@@ -2271,28 +2278,16 @@ fn every_quality_figure_follows_from_its_kept_evidence() {
                 // rows as HTML).
                 let in_column = r["column"].as_str().is_some_and(|column| {
                     let rows = table_rows(excerpt);
-                    let at = rows.iter().find_map(|c| c.iter().position(|x| x == column));
-                    let row = rows
-                        .iter()
-                        .find(|c| c.get(1).is_some_and(|l| l.starts_with("GPQA")));
-                    // The cell as written ("75.2", "32.59"): the record's
-                    // score to the cell's own precision.
-                    matches!((at, row), (Some(i), Some(row))
-                        if row.get(i).is_some_and(|cell| same_score(cell, gpqa)))
+                    table_cell(&rows, |c| c == column, |l| l.starts_with("GPQA"))
+                        .is_some_and(|cell| same_score(cell, gpqa))
                 });
                 // Or a table with a row per model and a GPQA column ("|
                 // **Magistral Small 1.2** | … | **70.07%** |"): the record
                 // names the model's row.
                 let in_row = r["row"].as_str().is_some_and(|label| {
                     let rows = table_rows(excerpt);
-                    let at = rows
-                        .iter()
-                        .find_map(|c| c.iter().position(|x| x.starts_with("GPQA")));
-                    let row = rows.iter().find(|c| c.get(1).is_some_and(|l| l == label));
-                    matches!((at, row), (Some(i), Some(row))
-                    if row.get(i).is_some_and(|cell| {
-                        same_score(cell.trim_matches(|c| c == '*' || c == '%'), gpqa)
-                    }))
+                    table_cell(&rows, |c| c.starts_with("GPQA"), |l| l == label)
+                        .is_some_and(|cell| same_score(cell, gpqa))
                 });
                 assert!(
                     excerpt.contains(&format!("\"score\": {gpqa}"))
