@@ -16,6 +16,14 @@
 //! Peak RSS is each child's own `ru_maxrss` from `wait4`, at the speed runs'
 //! context and at larger ones, where the KV cache grows.
 //!
+//! Then headroom's decode estimate on a first run (empty data and cache
+//! directories: the bandwidth measured then, no calibration) for both demo
+//! models, beside what
+//! headroom and llama-bench measure in the same rounds: the goal is ±25% of
+//! headroom's measured speed. The shared 2-core test VMs have been AMD and
+//! Intel hosts on which the instruct demo decoded at 105–203 tok/s within a
+//! day, so this is a figure to read, not a test to pass.
+//!
 //! A plain `fn main()`: prints the tables and exits 0; with
 //! `HEADROOM_BENCH_STRICT=1` a MISS (or a build without `headroom run`) exits
 //! non-zero — CI machines are too noisy for a hard gate. Other knobs:
@@ -135,10 +143,11 @@ fn run() -> Result<Outcome> {
 
     println!(
         "run_speed: {}, {} threads, -b {BATCH} -ub {UBATCH}, prompt {PROMPT_TOKENS} tokens, \
-         {GEN_TOKENS} generated (greedy, EOS ignored), {} interleaved runs, medians",
+         {GEN_TOKENS} generated (greedy, EOS ignored), {} interleaved runs, medians; CPU: {}",
         cfg.model.display(),
         cfg.threads,
-        cfg.runs
+        cfg.runs,
+        cpu_model().unwrap_or_else(|| "?".into())
     );
     let load_before = load_average();
     if let Some(load) = load_before
@@ -166,6 +175,9 @@ fn run() -> Result<Outcome> {
     let mut all_pass = report_speed(&runs);
     let rows = rss_rows(&tools, ours, &job, &runs, &cfg.rss_ctx)?;
     all_pass &= report_rss(&rows, &runs);
+    if let Some(h) = ours {
+        all_pass &= report_estimates(&estimate_rows(&tools, h, cfg.threads)?);
+    }
 
     println!(
         "\ntotal benchmark time {:.1} s; 1-minute load average {} before, {} after",
@@ -193,7 +205,7 @@ fn speed_runs(tools: &Tools, ours: Option<&Path>, job: &Job, runs: usize) -> Res
     tools.bench(job)?;
     tools.completion(job)?;
     if let Some(h) = ours {
-        headroom_run(h, job)?;
+        headroom_run(h, job, None)?;
     }
     let mut r = SpeedRuns {
         bench: Vec::new(),
@@ -203,7 +215,7 @@ fn speed_runs(tools: &Tools, ours: Option<&Path>, job: &Job, runs: usize) -> Res
     for _ in 0..runs {
         r.bench.push(tools.bench(job)?);
         if let Some(h) = ours {
-            r.headroom.push(headroom_run(h, job)?);
+            r.headroom.push(headroom_run(h, job, None)?);
         }
         r.completion.push(tools.completion(job)?);
     }
@@ -298,7 +310,7 @@ fn rss_rows(
         let job = Job { ctx, ..*job };
         let completion = tools.completion(&job)?.rss;
         let headroom = match ours {
-            Some(h) => Some(headroom_run(h, &job)?.rss),
+            Some(h) => Some(headroom_run(h, &job, None)?.rss),
             None => None,
         };
         rows.push(RssRow {
@@ -344,6 +356,116 @@ fn report_rss(rows: &[RssRow], runs: &SpeedRuns) -> bool {
         );
     }
     all_pass
+}
+
+/// Rounds of the estimate comparison per demo model.
+const ESTIMATE_ROUNDS: usize = 3;
+/// How far a first run's decode estimate may sit from the measured speed
+/// before the comparison says MISS.
+const ESTIMATE_TOLERANCE: f64 = 0.25;
+
+/// One demo model's first-run decode estimates beside what headroom and
+/// llama-bench measured in the same rounds.
+struct EstimateRow {
+    name: &'static str,
+    estimate: Vec<f64>,
+    headroom: Vec<f64>,
+    bench: Vec<f64>,
+}
+
+/// For each demo model, [`ESTIMATE_ROUNDS`] interleaved rounds of llama-bench
+/// and `headroom run`, the latter each time as a first run on a new machine
+/// (empty data and cache directories), so that its `planned` decode speed
+/// is the estimate such a run gets: the RAM bandwidth measured then, no
+/// calibration. The job is the speed runs' own (64-token prompt, 128
+/// tokens, the same threads and batches).
+fn estimate_rows(tools: &Tools, headroom: &Path, threads: usize) -> Result<Vec<EstimateRow>> {
+    let mut rows = Vec::new();
+    for name in ["demo", "demo-base"] {
+        let out = std::process::Command::new(headroom)
+            .args(["demo-model", name])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .with_context(|| format!("running `headroom demo-model {name}`"))?;
+        anyhow::ensure!(
+            out.status.success(),
+            "`headroom demo-model {name}` failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        let model = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        let prompt = prompt_of_exactly(&model, PROMPT_TOKENS)?;
+        let job = Job {
+            model: &model,
+            prompt: &prompt,
+            threads,
+            ctx: SPEED_CTX,
+        };
+        let mut row = EstimateRow {
+            name,
+            estimate: Vec::new(),
+            headroom: Vec::new(),
+            bench: Vec::new(),
+        };
+        // The untimed warm-up of the speed runs: page cache and binaries.
+        tools.bench(&job)?;
+        for _ in 0..ESTIMATE_ROUNDS {
+            row.bench.push(tools.bench(&job)?.decode);
+            let empty = tempfile::tempdir().context("a temporary directory")?;
+            let s = headroom_run(headroom, &job, Some(empty.path()))?;
+            row.estimate.push(
+                s.estimate
+                    .context("`headroom run --json` has no planned decode_tokens_per_s")?,
+            );
+            row.headroom.push(s.decode);
+        }
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// Prints the estimate table; `false` when a median estimate is further
+/// than [`ESTIMATE_TOLERANCE`] from the median speed headroom measured.
+fn report_estimates(rows: &[EstimateRow]) -> bool {
+    let mut all_pass = true;
+    println!(
+        "\nfirst-run decode estimate (tok/s, medians of {ESTIMATE_ROUNDS}; each a first run: \
+         empty data and cache directories)"
+    );
+    println!("model        estimate  headroom  llama-bench  est/headroom  est/llama-bench  goal");
+    for r in rows {
+        let (e, h, b) = (
+            median_f64(r.estimate.iter().copied()),
+            median_f64(r.headroom.iter().copied()),
+            median_f64(r.bench.iter().copied()),
+        );
+        let ratio = e / h.max(1e-9);
+        let pass = (ratio - 1.0).abs() <= ESTIMATE_TOLERANCE;
+        all_pass &= pass;
+        println!(
+            "{:<12} {e:>8.1} {h:>9.1} {b:>12.1} {ratio:>12.3}× {:>15.3}×  ±{:.0}%  {}",
+            r.name,
+            e / b.max(1e-9),
+            ESTIMATE_TOLERANCE * 100.0,
+            verdict(pass)
+        );
+        println!(
+            "{:<12} runs: estimate {:.1?}, headroom {:.1?}, llama-bench {:.1?}",
+            "", r.estimate, r.headroom, r.bench
+        );
+    }
+    all_pass
+}
+
+/// The CPU's model name, from `/proc/cpuinfo`: the test VMs have been
+/// AMD and Intel hosts, whose decode speeds differ far more than the
+/// estimate's constants say.
+fn cpu_model() -> Option<String> {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()?
+        .lines()
+        .find(|l| l.starts_with("model name"))?
+        .split_once(':')
+        .map(|(_, v)| v.trim().to_string())
 }
 
 fn verdict(pass: bool) -> &'static str {

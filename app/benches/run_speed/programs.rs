@@ -51,6 +51,9 @@ pub struct Sample {
     pub rss: u64,
     /// What the program said its own peak was (headroom's JSON), bytes.
     pub reported_rss: Option<u64>,
+    /// headroom's own decode estimate for the run (`planned` in its JSON),
+    /// tokens/s.
+    pub estimate: Option<f64>,
 }
 
 /// The llama.cpp tools built by `scripts/llama-tools.sh`.
@@ -105,6 +108,7 @@ impl Tools {
             decode: rate("n_gen", GEN_TOKENS)?,
             rss: out.max_rss,
             reported_rss: None,
+            estimate: None,
         })
     }
 
@@ -126,6 +130,7 @@ impl Tools {
             decode: perf.decode,
             rss: out.max_rss,
             reported_rss: None,
+            estimate: None,
         })
     }
 }
@@ -182,9 +187,16 @@ pub fn runner_available(headroom: &Path) -> bool {
 }
 
 /// One `headroom run --raw --json` with the job's settings; checks that it
-/// really evaluated the 64-token prompt and generated 128 tokens.
-pub fn headroom_run(headroom: &Path, job: &Job) -> Result<Sample> {
+/// really evaluated the 64-token prompt and generated 128 tokens. With
+/// `first_in`, a folder, the run is a first run on a new machine: an empty
+/// data directory (no earlier run calibrates its estimate) and an empty
+/// cache (the RAM bandwidth is measured anew) inside it.
+pub fn headroom_run(headroom: &Path, job: &Job, first_in: Option<&Path>) -> Result<Sample> {
     let mut cmd = Command::new(headroom);
+    if let Some(dir) = first_in {
+        cmd.env("HEADROOM_DATA_DIR", dir.join("data"));
+        cmd.env("HEADROOM_CACHE_DIR", dir.join("cache"));
+    }
     cmd.arg("run").arg(job.model).arg("--raw");
     cmd.args(job.common_args());
     cmd.arg("--json");
@@ -211,6 +223,7 @@ pub fn headroom_run(headroom: &Path, job: &Job) -> Result<Sample> {
         decode: num("decode_tokens_per_s")?,
         rss: out.max_rss,
         reported_rss: v["peak_rss_bytes"].as_u64(),
+        estimate: v["planned"]["decode_tokens_per_s"].as_f64(),
     })
 }
 
