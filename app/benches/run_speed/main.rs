@@ -18,9 +18,8 @@
 //!
 //! Then headroom's decode estimate on a first run (empty data and cache
 //! directories: the bandwidth measured then, no calibration) for both demo
-//! models, beside what
-//! headroom and llama-bench measure in the same rounds: the goal is ±25% of
-//! headroom's measured speed. The shared 2-core test VMs have been AMD and
+//! models, beside what headroom and llama-bench measure in the same rounds:
+//! the goal is ±25% of headroom's measured speed. The shared 2-core test VMs have been AMD and
 //! Intel hosts on which the instruct demo decoded at 105–203 tok/s within a
 //! day, so this is a figure to read, not a test to pass.
 //!
