@@ -140,13 +140,16 @@ fn run() -> Result<Outcome> {
     let headroom = PathBuf::from(env!("CARGO_BIN_EXE_headroom"));
     let ours = runner_available(&headroom).then_some(headroom.as_path());
 
+    // The CPU as the planner names it: the test VMs have been AMD and Intel
+    // hosts, whose decode speeds differ far more than the estimate's
+    // constants say.
     println!(
         "run_speed: {}, {} threads, -b {BATCH} -ub {UBATCH}, prompt {PROMPT_TOKENS} tokens, \
          {GEN_TOKENS} generated (greedy, EOS ignored), {} interleaved runs, medians; CPU: {}",
         cfg.model.display(),
         cfg.threads,
         cfg.runs,
-        cpu_model().unwrap_or_else(|| "?".into())
+        headroom_planner::hw::cpu::probe(&mut Vec::new()).model
     );
     let load_before = load_average();
     if let Some(load) = load_before
@@ -381,17 +384,11 @@ struct EstimateRow {
 fn estimate_rows(tools: &Tools, headroom: &Path, threads: usize) -> Result<Vec<EstimateRow>> {
     let mut rows = Vec::new();
     for name in ["demo", "demo-base"] {
-        let out = std::process::Command::new(headroom)
-            .args(["demo-model", name])
-            .stdin(std::process::Stdio::null())
-            .output()
-            .with_context(|| format!("running `headroom demo-model {name}`"))?;
-        anyhow::ensure!(
-            out.status.success(),
-            "`headroom demo-model {name}` failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-        let model = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        let model = headroom::source::demo::named(name)
+            .context("a demo model's name")?
+            .with_context(|| {
+                format!("the {name} model (`headroom demo-model {name}` fetches it)")
+            })?;
         let prompt = prompt_of_exactly(&model, PROMPT_TOKENS)?;
         let job = Job {
             model: &model,
@@ -453,18 +450,6 @@ fn report_estimates(rows: &[EstimateRow]) -> bool {
         );
     }
     all_pass
-}
-
-/// The CPU's model name, from `/proc/cpuinfo`: the test VMs have been
-/// AMD and Intel hosts, whose decode speeds differ far more than the
-/// estimate's constants say.
-fn cpu_model() -> Option<String> {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()?
-        .lines()
-        .find(|l| l.starts_with("model name"))?
-        .split_once(':')
-        .map(|(_, v)| v.trim().to_string())
 }
 
 fn verdict(pass: bool) -> &'static str {
