@@ -6,19 +6,20 @@
 //! ([`crate::speed::cpu_throughput`]).
 //!
 //! A figure measured while other processes kept the cores busy is low (on a
-//! 2-core VM with a build running, 10 GB/s where a quiet pass reads 13–14):
-//! the cache marks it, and a later probe on a quiet machine measures again
-//! and keeps the larger figure. The load average does not see every such
-//! moment (it lags a build that has just started): one figure cached on the
-//! development VM read 8.7 GB/s where fresh ones read 23–28, and put the
-//! instruct demo at 55 tok/s where it ran at 185. So the first
-//! [`QUIET_FIGURES`] probes on a quiet machine all measure, and the largest
-//! figure is kept. (Version 1 of the cache, which kept the
-//! first figure for ever, version 2, which kept best passes, and version 3
-//! are not read; the thread-barrier times version 4 also kept are no longer
-//! read.)
+//! 2-core VM with a build running, 10 GB/s where a quiet pass reads 13–14),
+//! and the load average does not see every such moment: one figure cached
+//! on the development VM, taken when the load called the machine quiet,
+//! read 8.7 GB/s where fresh ones read 20–29, and put the instruct demo at
+//! 55 tok/s where it ran at 185. So the cache counts the quiet measurements
+//! behind each figure: the first [`QUIET_FIGURES`] probes on a quiet machine
+//! all measure and keep the largest figure, and one on a busy machine
+//! counts for nothing. (Version 1 of the cache, which kept the first figure
+//! for ever, version 2, which kept best passes, and version 3 are not read;
+//! of version 4's older files, the thread-barrier times and the list of
+//! figures taken on a busy machine are no longer read: a figure without a
+//! count is measured again.)
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::path::Path;
 use std::time::Instant;
@@ -51,11 +52,9 @@ pub const QUIET_FIGURES: u32 = 3;
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct BandwidthCache {
     entries: BTreeMap<String, f64>,
-    /// CPU models whose figure was measured on a busy machine.
-    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
-    busy: BTreeSet<String>,
-    /// Quiet measurements each CPU model's figure is the largest of (none
-    /// in a file written before this count was kept).
+    /// Quiet measurements each CPU model's figure is the largest of: none
+    /// when it was taken on a busy machine, or in a file written before
+    /// this count was kept.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     quiet: BTreeMap<String, u32>,
 }
@@ -77,8 +76,8 @@ pub fn machine_busy() -> bool {
 
 /// RAM bandwidth for this machine and whether it was measured: the cached
 /// value for `cpu_model` if any (measured again, keeping the larger figure,
-/// while this machine is quiet and the figure was taken on a busy one or is
-/// the largest of fewer than [`QUIET_FIGURES`] quiet ones); else a fresh
+/// while this machine is quiet and the figure is the largest of fewer than
+/// [`QUIET_FIGURES`] quiet ones); else a fresh
 /// measurement when `opts.measure_bandwidth` (stored in the cache); else
 /// [`DEFAULT_RAM_BANDWIDTH_BYTES_PER_S`]. `max_buffer` caps the measurement
 /// buffer (keep it well inside the memory budget). Never fails; problems
@@ -96,8 +95,7 @@ pub fn ram_bandwidth(
         .get(cpu_model)
         .copied()
         .filter(|bw| bw.is_finite() && *bw > 0.0);
-    let settled = !cache.busy.contains(cpu_model)
-        && cache.quiet.get(cpu_model).copied().unwrap_or(0) >= QUIET_FIGURES;
+    let settled = cache.quiet.get(cpu_model).copied().unwrap_or(0) >= QUIET_FIGURES;
     if let Some(bw) = cached
         && (settled || !opts.measure_bandwidth || machine_busy())
     {
@@ -122,13 +120,7 @@ pub fn ram_bandwidth(
     let bw = cached.map_or(bw, |c| c.max(bw));
     if let Some(path) = cache_path {
         cache.entries.insert(cpu_model.to_string(), bw);
-        if busy {
-            // Marked busy only while no quiet figure stands behind it.
-            if !cache.quiet.contains_key(cpu_model) {
-                cache.busy.insert(cpu_model.to_string());
-            }
-        } else {
-            cache.busy.remove(cpu_model);
+        if !busy {
             *cache.quiet.entry(cpu_model.to_string()).or_default() += 1;
         }
         if let Err(e) = write_cache(&path, &cache) {
@@ -286,6 +278,8 @@ mod tests {
     fn a_figure_from_a_busy_machine_is_measured_again_when_quiet() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join(CACHE_FILE);
+        // Taken on a busy machine: no quiet count (this file is version 4's
+        // older form, whose busy list is no longer read).
         std::fs::write(&path, r#"{"entries":{"cpu A":1.0},"busy":["cpu A"]}"#).expect("write");
         let mut opts = ProbeOptions {
             measure_bandwidth: false,
@@ -302,15 +296,10 @@ mod tests {
         let (bw, measured) = ram_bandwidth(&opts, "cpu A", 16 << 20, &mut notes);
         assert!(measured);
         if quiet {
-            // Measured again: a real figure, kept, and no longer marked.
+            // Measured again: a real figure, kept.
             assert!(bw > 1.0, "{bw}");
-            let cache = read_cache(&path);
-            // serde_json reads a float back within an ulp of what it wrote.
-            let cached = cache.entries["cpu A"];
-            assert!(
-                (cached - bw).abs() <= 1e-12 * bw,
-                "{cached} cached, {bw} returned"
-            );
+            let cached = read_cache(&path).entries["cpu A"];
+            assert!(same_figure(cached, bw), "{cached} cached, {bw} returned");
         } else {
             // Still busy (someone's build): the figure stays until it is quiet.
             assert_eq!(bw, 1.0);
@@ -346,24 +335,22 @@ mod tests {
             ram_bandwidth(&opts, "cpu A", 16 << 20, &mut notes),
             (1.0, true)
         );
-        // A low figure from before the count, as a build that had just
-        // started left one: each quiet probe measures, the largest is kept.
+        // A low figure from before the count, as the development VM's cache
+        // held one: each quiet probe measures, the largest is kept.
         std::fs::write(&path, r#"{"entries":{"cpu A":1.0}}"#).expect("write");
-        // serde_json reads a float back within an ulp of what it wrote.
-        let same = |a: f64, b: f64| (a - b).abs() <= 1e-12 * a.abs().max(b.abs());
         let mut prev = 1.0;
         for _ in 0..QUIET_FIGURES + 2 {
             let count = read_cache(&path).quiet.get("cpu A").copied().unwrap_or(0);
             let (bw, measured) = ram_bandwidth(&opts, "cpu A", 16 << 20, &mut notes);
             assert!(
-                measured && (bw >= prev || same(bw, prev)),
+                measured && (bw >= prev || same_figure(bw, prev)),
                 "{bw} after {prev}"
             );
             let after = read_cache(&path);
             let now = after.quiet.get("cpu A").copied().unwrap_or(0);
             if count >= QUIET_FIGURES {
                 assert!(
-                    now == count && same(bw, prev),
+                    now == count && same_figure(bw, prev),
                     "a settled figure measured again"
                 );
             } else if now == count + 1 {
@@ -371,14 +358,20 @@ mod tests {
             } else {
                 // The machine was busy: nothing measured, nothing counted.
                 assert!(
-                    now == count && same(bw, prev),
+                    now == count && same_figure(bw, prev),
                     "{now} {bw} after {count} {prev}"
                 );
             }
-            assert!(same(after.entries["cpu A"], bw));
+            assert!(same_figure(after.entries["cpu A"], bw));
             prev = bw;
         }
         assert!(notes.is_empty(), "{notes:?}");
+    }
+
+    /// Two figures alike: serde_json reads a float back within an ulp of
+    /// what it wrote, not always exactly.
+    fn same_figure(a: f64, b: f64) -> bool {
+        (a - b).abs() <= 1e-12 * a.abs().max(b.abs())
     }
 
     #[test]
