@@ -20,8 +20,8 @@
 //! directories: the bandwidth measured then, no calibration) for both demo
 //! models, beside what headroom and llama-bench measure in the same rounds:
 //! the goal is ±25% of headroom's measured speed. The shared 2-core test VMs have been AMD and
-//! Intel hosts on which the instruct demo decoded at 105–203 tok/s within a
-//! day, so this is a figure to read, not a test to pass.
+//! Intel hosts on which the instruct demo decoded at 105 to over 200 tok/s
+//! within a day, so this is a figure to read, not a test to pass.
 //!
 //! A plain `fn main()`: prints the tables and exits 0; with
 //! `HEADROOM_BENCH_STRICT=1` a MISS (or a build without `headroom run`) exits

@@ -191,7 +191,7 @@ mod soak {
     /// models beside llama-bench in every CI run. Held to ±25% here, it
     /// failed two landing CI runs (−30%, −41%) and a CI run on the
     /// development VM (+80%) within two days: the 2-core VMs run on AMD and
-    /// Intel hosts, and the instruct demo decoded at 105–203 tok/s on them,
+    /// Intel hosts, and the instruct demo decoded at 105 to over 200 tok/s on them,
     /// which no estimate made before loading followed; the machine's own
     /// runs then calibrate (`history_moves_the_estimate_toward_the_measured_speed`).
     #[test]

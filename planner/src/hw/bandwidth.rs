@@ -1,6 +1,7 @@
 //! RAM read bandwidth: token generation on the CPU streams every weight once
 //! per token, so bandwidth, not FLOPs, sets the speed. Datasheets do not
-//! know how many channels are populated, so we measure (0.45 s on the test VM) and
+//! know how many channels are populated, so we measure (0.22–0.26 s for
+//! `headroom hw` on the 2-core test VM, 0.45 s on an earlier one) and
 //! cache the result per CPU model in `ram-bandwidth-v4.json`. The CPU's
 //! per-layer and per-vocabulary costs follow from it too
 //! ([`crate::speed::cpu_throughput`]).
@@ -9,7 +10,7 @@
 //! 2-core VM with a build running, 10 GB/s where a quiet pass reads 13–14),
 //! and the load average does not see every such moment: one figure cached
 //! on the development VM, taken when the load called the machine quiet,
-//! read 8.7 GB/s where fresh ones read 20–29, and put the instruct demo at
+//! read 8.7 GB/s where fresh ones read 20–47, and put the instruct demo at
 //! 55 tok/s where it ran at 185. So the cache counts the quiet measurements
 //! behind each figure: the first [`QUIET_FIGURES`] probes on a quiet machine
 //! all measure and keep the largest figure, and one on a busy machine
@@ -45,7 +46,7 @@ const MAX_THREADS: usize = 16;
 const PASSES: u32 = 16;
 
 /// Quiet measurements a CPU model's figure is the largest of before the
-/// cache answers without measuring (about 0.45 s each on the test VM).
+/// cache answers without measuring (0.22–0.26 s each on the test VM).
 pub const QUIET_FIGURES: u32 = 3;
 
 /// The cache file: measured bytes/s by CPU model string.
